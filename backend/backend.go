@@ -1,0 +1,113 @@
+// Package backend defines the isolation boundary of agent-runner: the one
+// interface every execution backend implements, the prepared Spec it runs,
+// the Outcome it reports, and the registry backends add themselves to from
+// init(). Nothing but a backend ever calls exec.
+package backend
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Backend runs one prepared Spec to completion.
+type Backend interface {
+	// Kind is the stable backend name used in requests ("local_process").
+	Kind() string
+	// Capabilities says what the backend can enforce or provide.
+	Capabilities() Capabilities
+	// Available reports whether the backend can run on this host now. A
+	// non-nil error is surfaced as backend.unavailable with the message as
+	// the reason.
+	Available(ctx context.Context) error
+	// Run executes spec. It returns a non-nil error only when the process
+	// could not be started or the backend failed around it (spawn or setup
+	// failure, coded with job codes); a process that ran and exited,
+	// was killed, timed out or was canceled is reported in Outcome.
+	Run(ctx context.Context, spec Spec) (Outcome, error)
+}
+
+// Capabilities describes a backend's enforcement.
+type Capabilities struct {
+	// Enforces lists the job.Limit* names this backend enforces when asked.
+	Enforces []string
+	// Overlay is true when the backend can mount Workspace.Lower/Upper.
+	Overlay bool
+	// NetworkModes lists the policy.network values it accepts; empty means
+	// it only records the intent (any mode accepted, nothing enforced).
+	NetworkModes []string
+}
+
+// Spec is everything a backend needs to run one job. Paths are host paths.
+type Spec struct {
+	JobID string
+	// Argv[0] is the executable: an absolute path resolved by the pipeline.
+	Argv []string
+	// Env is the complete child environment ("KEY=value"); nothing is
+	// inherited from the runner.
+	Env []string
+	// Workspace is the job's writable root.
+	Workspace Workspace
+	// Cwd is relative to the workspace root ("." for the root).
+	Cwd string
+	// ReadOnly lists extra host directories made visible read-only at the
+	// same path (used by the agent gateway's read roots). Isolating
+	// backends hide everything else outside their toolchain view.
+	ReadOnly []string
+	// Writable lists extra host directories made visible read-write at the
+	// same path (the agent gateway's write roots, a task's inbox).
+	Writable []string
+	// Network is the policy network mode ("disabled", ...).
+	Network string
+	Limits  Limits
+	// Stdout and Stderr receive the process output as it is produced.
+	// They must be safe to call from the backend's copying goroutines.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Stdin, when non-nil, is the process's standard input; otherwise it
+	// reads from /dev/null. Used by interactive task shells.
+	Stdin io.Reader
+	// TTY asks for a controlling terminal (interactive shells only).
+	TTY bool
+}
+
+// Workspace is the writable root of a job. For a copy snapshot only Dir is
+// set. For an overlay snapshot Lower is the read-only content-addressed
+// layer and Upper/Work are the per-job overlay dirs; Dir is where the merged
+// view appears inside the sandbox (the backend mounts it).
+type Workspace struct {
+	Dir   string
+	Lower string
+	Upper string
+	Work  string
+}
+
+// Overlay reports whether the workspace is an overlay.
+func (w Workspace) Overlay() bool { return w.Lower != "" }
+
+// Limits are the enforced limits of a Spec; zero means unlimited.
+type Limits struct {
+	Timeout      time.Duration
+	KillGrace    time.Duration
+	MemoryBytes  int64
+	CPUCount     float64
+	MaxProcesses int64
+	TmpBytes     int64
+}
+
+// Outcome is how the process ended.
+type Outcome struct {
+	// ExitCode is set when the process exited normally (not by a signal).
+	ExitCode *int
+	// Signal names the signal that killed it ("SIGKILL"), if any.
+	Signal string
+	// Reason is one of job.Reason*.
+	Reason string
+	// CPUTime and PeakMemoryBytes are zero when the backend cannot measure.
+	CPUTime         time.Duration
+	PeakMemoryBytes int64
+	// Enforced and NotEnforced name the job.Limit* values that were or were
+	// not enforced for this run.
+	Enforced    []string
+	NotEnforced []string
+}

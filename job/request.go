@@ -1,0 +1,139 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Request is a RunJobRequest (seed 000/002). Unknown fields are rejected by
+// DecodeRequest.
+type Request struct {
+	JobID     string      `json:"job_id,omitempty"`
+	Trace     Trace       `json:"trace,omitempty"`
+	Workspace Workspace   `json:"workspace"`
+	Command   Command     `json:"command"`
+	Policy    Policy      `json:"policy"`
+	Limits    Limits      `json:"limits"`
+	Backend   BackendSpec `json:"backend"`
+	// OnInterrupt says what happens when the runner dies while the job is
+	// running: "retry" (default) runs it again, "fail" finishes it as
+	// failed with run.interrupted. Extension.
+	OnInterrupt string `json:"on_interrupt,omitempty"`
+}
+
+// Snapshot strategies.
+const (
+	SnapshotCopy    = "copy"
+	SnapshotOverlay = "overlay"
+)
+
+// Workspace names the host directory that is snapshotted for the job.
+type Workspace struct {
+	Source           string   `json:"source,omitempty"`
+	Path             string   `json:"path"`
+	SnapshotStrategy string   `json:"snapshot_strategy,omitempty"`
+	Include          []string `json:"include,omitempty"`
+	Exclude          []string `json:"exclude,omitempty"`
+}
+
+// Command is the argv to execute, a cwd relative to the snapshot root and
+// explicit environment additions.
+type Command struct {
+	Argv []string          `json:"argv"`
+	Cwd  string            `json:"cwd,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
+}
+
+// Network modes. Only "disabled" is accepted by isolating backends until an
+// egress design exists; local_process records the intent only.
+const (
+	NetworkDisabled = "disabled"
+	NetworkHost     = "host"
+)
+
+// Policy is the execution policy of one request.
+type Policy struct {
+	AllowedCommands   []CommandRule `json:"allowed_commands,omitempty"`
+	AllowedEnv        []string      `json:"allowed_env,omitempty"`
+	AllowShell        bool          `json:"allow_shell,omitempty"`
+	Network           string        `json:"network,omitempty"`
+	WritePolicy       string        `json:"write_policy,omitempty"`
+	ArtifactGlobs     []string      `json:"artifact_globs,omitempty"`
+	ArtifactDenyGlobs []string      `json:"artifact_deny_globs,omitempty"`
+}
+
+// CommandRule is one allowlist entry: either a bare basename (JSON string)
+// or a detailed entry that pins the resolved executable path and digest.
+type CommandRule struct {
+	Basename string `json:"basename"`
+	Path     string `json:"path,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+}
+
+// Detailed reports whether the rule pins a path or digest.
+func (r CommandRule) Detailed() bool { return r.Path != "" || r.SHA256 != "" }
+
+// MarshalJSON writes a plain basename rule back as a string, so a request
+// round-trips unchanged.
+func (r CommandRule) MarshalJSON() ([]byte, error) {
+	if !r.Detailed() {
+		return json.Marshal(r.Basename)
+	}
+	type plain CommandRule
+	return json.Marshal(plain(r))
+}
+
+// UnmarshalJSON accepts "python" or {"basename": ..., "path": ..., "sha256": ...}.
+func (r *CommandRule) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		*r = CommandRule{}
+		return json.Unmarshal(b, &r.Basename)
+	}
+	type plain CommandRule
+	var p plain
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return fmt.Errorf("allowed_commands entry: %w", err)
+	}
+	*r = CommandRule(p)
+	return nil
+}
+
+// Limits bound a job. Zero means "use the runner default".
+type Limits struct {
+	TimeoutMS            int64 `json:"timeout_ms,omitempty"`
+	MaxStdoutBytes       int64 `json:"max_stdout_bytes,omitempty"`
+	MaxStderrBytes       int64 `json:"max_stderr_bytes,omitempty"`
+	MaxArtifactBytes     int64 `json:"max_artifact_bytes,omitempty"`
+	MaxArtifactFileBytes int64 `json:"max_artifact_file_bytes,omitempty"`
+	MaxArtifactCount     int64 `json:"max_artifact_count,omitempty"`
+	MaxRunRecordBytes    int64 `json:"max_run_record_bytes,omitempty"`
+	MemoryMB             int64 `json:"memory_mb,omitempty"`
+	CPUCount             int64 `json:"cpu_count,omitempty"`
+	// Extensions.
+	MaxProcesses int64 `json:"max_processes,omitempty"`
+	TmpMB        int64 `json:"tmp_mb,omitempty"`
+}
+
+// BackendSpec selects the backend.
+type BackendSpec struct {
+	Kind string `json:"kind,omitempty"`
+}
+
+// DecodeRequest parses a RunJobRequest strictly: unknown fields, trailing
+// data and a non-object trace are validation.invalid_request errors.
+func DecodeRequest(data []byte) (*Request, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var req Request
+	if err := dec.Decode(&req); err != nil {
+		return nil, Wrap(CodeInvalidRequest, err, "request is not a valid RunJobRequest")
+	}
+	if dec.More() {
+		return nil, Errorf(CodeInvalidRequest, "request has trailing data after the JSON object")
+	}
+	return &req, nil
+}

@@ -1,0 +1,115 @@
+package job
+
+import "time"
+
+// Result is a RunJobResult: the same shape from every door.
+type Result struct {
+	JobID          string      `json:"job_id"`
+	Status         Status      `json:"status"`
+	Backend        string      `json:"backend"`
+	StartedAt      time.Time   `json:"started_at"`
+	EndedAt        time.Time   `json:"ended_at"`
+	DurationMS     int64       `json:"duration_ms"`
+	Command        CommandEcho `json:"command"`
+	ExitCode       *int        `json:"exit_code"`
+	Stdout         Output      `json:"stdout"`
+	Stderr         Output      `json:"stderr"`
+	Artifacts      []Artifact  `json:"artifacts"`
+	Replay         Replay      `json:"replay"`
+	PolicyDecision Decision    `json:"policy_decision"`
+	Error          *Error      `json:"error,omitempty"`
+	// Extensions (docs/api.md).
+	Trace       Trace        `json:"trace,omitempty"`
+	Termination *Termination `json:"termination,omitempty"`
+	Usage       *Usage       `json:"usage,omitempty"`
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
+	Attempt     int          `json:"attempt,omitempty"`
+}
+
+// CommandEcho repeats the argv and cwd that ran.
+type CommandEcho struct {
+	Argv []string `json:"argv"`
+	Cwd  string   `json:"cwd"`
+}
+
+// Output is one captured stream. Text holds the retained bytes (at most the
+// stream's cap); SHA256 covers every byte the process wrote, retained or not,
+// so a replay can compare complete output. When the retained bytes are not
+// valid UTF-8, Text is a lossy rendering and Base64 holds the exact bytes.
+type Output struct {
+	Text      string `json:"text"`
+	Truncated bool   `json:"truncated"`
+	SHA256    string `json:"sha256"`
+	// Extensions.
+	TotalBytes int64  `json:"total_bytes"`
+	Base64     string `json:"base64,omitempty"`
+}
+
+// Artifact is one collected file.
+type Artifact struct {
+	Path       string `json:"path"`
+	Kind       string `json:"kind"`
+	SizeBytes  int64  `json:"size_bytes"`
+	SHA256     string `json:"sha256"`
+	StorageURI string `json:"storage_uri"`
+}
+
+// Replay holds the hashes that identify a run.
+type Replay struct {
+	RequestSHA256           string `json:"request_sha256"`
+	WorkspaceSnapshotSHA256 string `json:"workspace_snapshot_sha256"`
+	ResultSHA256            string `json:"result_sha256"`
+}
+
+// Decision is the policy outcome.
+type Decision struct {
+	Action        string   `json:"action"`
+	PolicyVersion string   `json:"policy_version"`
+	Messages      []string `json:"messages"`
+}
+
+// Policy actions.
+const (
+	ActionAllow = "allow"
+	ActionDeny  = "deny"
+)
+
+// Termination reasons.
+const (
+	ReasonExit     = "exit"
+	ReasonSignal   = "signal"
+	ReasonTimeout  = "timeout"
+	ReasonOOM      = "oom"
+	ReasonCanceled = "canceled"
+)
+
+// Termination says how the process ended.
+type Termination struct {
+	Reason string `json:"reason"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// Usage is the resource use a backend measured, when it can.
+type Usage struct {
+	CPUTimeMS       int64 `json:"cpu_time_ms"`
+	PeakMemoryBytes int64 `json:"peak_memory_bytes,omitempty"`
+}
+
+// Enforcement lists which limits the backend enforced and which it only
+// recorded, so a caller never mistakes intent for a boundary.
+type Enforcement struct {
+	Enforced    []string `json:"enforced"`
+	NotEnforced []string `json:"not_enforced"`
+}
+
+// Limit names used in Enforcement.
+const (
+	LimitTimeout   = "timeout"
+	LimitOutput    = "output"
+	LimitNetwork   = "network"
+	LimitMemory    = "memory"
+	LimitCPU       = "cpu"
+	LimitProcesses = "processes"
+	LimitFSWrite   = "filesystem_write"
+	LimitFSRead    = "filesystem_read"
+)
