@@ -1,0 +1,186 @@
+// Package store keeps run records on disk exactly as seed 002 lays them out:
+//
+//	<dir>/runs/<job_id>/{request.json,status.json,result.json,stdout.txt,
+//	                     stderr.txt,snapshot/,artifacts/}
+//
+// Every file is written atomically (temp file, fsync, rename), so after any
+// crash a record file is either absent or complete, and a result.json on
+// disk is the truth.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Record file names.
+const (
+	RequestFile  = "request.json"
+	StatusFile   = "status.json"
+	ResultFile   = "result.json"
+	StdoutFile   = "stdout.txt"
+	StderrFile   = "stderr.txt"
+	SnapshotDir  = "snapshot"
+	ArtifactsDir = "artifacts"
+)
+
+// jobIDPattern bounds job ids to names that are safe as one path element.
+var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// ValidJobID reports whether id may name a run directory.
+func ValidJobID(id string) bool {
+	return jobIDPattern.MatchString(id) && id != "." && id != ".."
+}
+
+// Store is a run store rooted at a directory.
+type Store struct {
+	dir string
+}
+
+// Open creates the store layout under dir if needed.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "store directory is not usable")
+	}
+	if err := os.MkdirAll(filepath.Join(abs, "runs"), 0o755); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create store directory")
+	}
+	return &Store{dir: abs}, nil
+}
+
+// Dir is the absolute store root.
+func (s *Store) Dir() string { return s.dir }
+
+// RunDir is the record directory of a job.
+func (s *Store) RunDir(id string) string { return filepath.Join(s.dir, "runs", id) }
+
+// Create makes the run directory of a new job.
+func (s *Store) Create(id string) error {
+	if !ValidJobID(id) {
+		return job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
+	}
+	if err := os.MkdirAll(s.RunDir(id), 0o755); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot create run directory")
+	}
+	return nil
+}
+
+// Exists reports whether a record directory exists for id.
+func (s *Store) Exists(id string) bool {
+	if !ValidJobID(id) {
+		return false
+	}
+	_, err := os.Stat(s.RunDir(id))
+	return err == nil
+}
+
+// Remove deletes a job's record entirely (used when a submit is rolled back).
+func (s *Store) Remove(id string) error {
+	if !ValidJobID(id) {
+		return nil
+	}
+	return os.RemoveAll(s.RunDir(id))
+}
+
+// StatusRecord is the content of status.json.
+type StatusRecord struct {
+	JobID     string     `json:"job_id"`
+	Status    job.Status `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Attempt   int        `json:"attempt,omitempty"`
+	Backend   string     `json:"backend,omitempty"`
+	Error     *job.Error `json:"error,omitempty"`
+}
+
+// WriteRequest stores the normalized request.
+func (s *Store) WriteRequest(req job.Request) error {
+	return s.writeJSON(req.JobID, RequestFile, req)
+}
+
+// WriteStatus stores status.json.
+func (s *Store) WriteStatus(rec StatusRecord) error {
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = time.Now().UTC()
+	}
+	return s.writeJSON(rec.JobID, StatusFile, rec)
+}
+
+// WriteResult stores result.json.
+func (s *Store) WriteResult(res job.Result) error {
+	return s.writeJSON(res.JobID, ResultFile, res)
+}
+
+// ReadRequest loads request.json.
+func (s *Store) ReadRequest(id string) (job.Request, error) {
+	var req job.Request
+	err := s.readJSON(id, RequestFile, &req)
+	return req, err
+}
+
+// ReadStatus loads status.json.
+func (s *Store) ReadStatus(id string) (StatusRecord, error) {
+	var rec StatusRecord
+	err := s.readJSON(id, StatusFile, &rec)
+	return rec, err
+}
+
+// ReadResult loads result.json.
+func (s *Store) ReadResult(id string) (job.Result, error) {
+	var res job.Result
+	err := s.readJSON(id, ResultFile, &res)
+	return res, err
+}
+
+// List returns the ids of all stored runs, sorted.
+func (s *Store) List() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "runs"))
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot list runs")
+	}
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if e.IsDir() && ValidJobID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+func (s *Store) writeJSON(id, name string, v any) error {
+	if !ValidJobID(id) {
+		return job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot encode "+name)
+	}
+	return WriteFileAtomic(filepath.Join(s.RunDir(id), name), append(b, '\n'), 0o644)
+}
+
+func (s *Store) readJSON(id, name string, v any) error {
+	if !ValidJobID(id) {
+		return job.Errorf(job.CodeJobNotFound, "job %q not found", id)
+	}
+	b, err := os.ReadFile(filepath.Join(s.RunDir(id), name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return job.Errorf(job.CodeJobNotFound, "job %q has no %s", id, name).With("job_id", id)
+	}
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot read "+name)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, fmt.Errorf("%s: %w", name, err), "corrupt run record")
+	}
+	return nil
+}
