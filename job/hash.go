@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,4 +58,17 @@ func ResultSHA256(r Result) string {
 func PolicyVersion(p Policy) string {
 	b, _ := json.Marshal(p)
 	return "sha256:" + SHA256Hex(b)
+}
+
+// MarshalIndent encodes v as indented JSON without HTML escaping (so "<"
+// and ">" in command output stay readable), ending in a newline.
+func MarshalIndent(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -161,11 +161,11 @@ func (s *Store) writeJSON(id, name string, v any) error {
 	if !ValidJobID(id) {
 		return job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := job.MarshalIndent(v)
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot encode "+name)
 	}
-	return WriteFileAtomic(filepath.Join(s.RunDir(id), name), append(b, '\n'), 0o644)
+	return WriteFileAtomic(filepath.Join(s.RunDir(id), name), b, 0o644)
 }
 
 func (s *Store) readJSON(id, name string, v any) error {

@@ -1,0 +1,238 @@
+// Package localprocess is the local_process backend: it execs the argv
+// directly (never through a shell) as the runner's user, in its own process
+// group, with the empty-by-default environment the pipeline built, inside
+// the job's snapshot directory. It enforces the timeout (TERM to the whole
+// group, a grace period, then KILL) and cancellation, and nothing else: it
+// is a policy and reproducibility boundary, not a sandbox.
+package localprocess
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Kind is the backend name.
+const Kind = "local_process"
+
+// DefaultKillGrace is the time between SIGTERM and SIGKILL.
+const DefaultKillGrace = 2 * time.Second
+
+// drainWait bounds how long output pipes may stay open after the process
+// group was killed (a child that escaped with setsid can hold them).
+const drainWait = 2 * time.Second
+
+func init() { backend.Register(Backend{}) }
+
+// Backend is the local_process backend. The zero value is ready to use.
+type Backend struct{}
+
+var _ backend.Backend = Backend{}
+
+// Kind implements backend.Backend.
+func (Backend) Kind() string { return Kind }
+
+// Capabilities implements backend.Backend.
+func (Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Enforces: []string{job.LimitTimeout, job.LimitOutput}}
+}
+
+// Available implements backend.Backend: local_process always is.
+func (Backend) Available(context.Context) error { return nil }
+
+// notEnforced lists what this backend only records.
+var notEnforced = []string{job.LimitNetwork, job.LimitMemory, job.LimitCPU, job.LimitProcesses, job.LimitFSWrite, job.LimitFSRead}
+
+// Run implements backend.Backend.
+func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
+	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput}, NotEnforced: notEnforced}
+	if spec.Workspace.Overlay() {
+		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot mount an overlay snapshot; use snapshot_strategy copy")
+	}
+	if len(spec.Argv) == 0 {
+		return out, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
+	}
+	dir := filepath.Join(spec.Workspace.Dir, filepath.FromSlash(spec.Cwd))
+	path := spec.Argv[0]
+	if !filepath.IsAbs(path) {
+		// A program inside the workspace, relative to the cwd.
+		path = filepath.Join(dir, path)
+		if !strings.HasPrefix(path, spec.Workspace.Dir+string(filepath.Separator)) {
+			return out, job.Errorf(job.CodePathEscape, "program path leaves the workspace").With("argv0", spec.Argv[0])
+		}
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        spec.Argv,
+		Env:         append([]string{}, spec.Env...),
+		Dir:         dir,
+		Stdin:       spec.Stdin,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	drains, err := attachOutput(cmd, spec)
+	if err != nil {
+		return out, job.Wrap(job.CodeRunIOFailed, err, "cannot create output pipes")
+	}
+	if err := cmd.Start(); err != nil {
+		drains.abort()
+		return out, job.Wrap(job.CodeRunSpawnFailed, err, "cannot start process").With("argv0", spec.Argv[0])
+	}
+	drains.started()
+	pgid := cmd.Process.Pid
+
+	reason := make(chan string, 1)
+	done := make(chan struct{})
+	go supervise(ctx, spec.Limits, pgid, reason, done)
+	waitErr := cmd.Wait()
+	close(done)
+	// Anything left in the group (background children) dies with the job.
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	drains.wait(drainWait)
+
+	select {
+	case out.Reason = <-reason:
+	default:
+	}
+	st := cmd.ProcessState
+	if st == nil {
+		return out, job.Wrap(job.CodeRunIOFailed, waitErr, "process wait failed")
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		out.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		out.PeakMemoryBytes = ru.Maxrss * 1024
+	}
+	ws, _ := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		out.Signal = unix.SignalName(ws.Signal())
+		if out.Reason == "" {
+			out.Reason = job.ReasonSignal
+		}
+	default:
+		code := st.ExitCode()
+		out.ExitCode = &code
+		if out.Reason == "" {
+			out.Reason = job.ReasonExit
+		}
+	}
+	return out, nil
+}
+
+// supervise enforces the timeout and cancellation: SIGTERM to the group,
+// then SIGKILL after the grace period. It reports why it acted.
+func supervise(ctx context.Context, lim backend.Limits, pgid int, reason chan<- string, done <-chan struct{}) {
+	var timeout <-chan time.Time
+	if lim.Timeout > 0 {
+		t := time.NewTimer(lim.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+		return
+	case <-timeout:
+		reason <- job.ReasonTimeout
+	case <-ctx.Done():
+		reason <- job.ReasonCanceled
+	}
+	_ = unix.Kill(-pgid, unix.SIGTERM)
+	grace := lim.KillGrace
+	if grace <= 0 {
+		grace = DefaultKillGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}
+}
+
+// drains copies the child's stdout and stderr from pipes the runner owns,
+// so Wait returns when the process exits even if a grandchild keeps the
+// pipe open.
+type drains struct {
+	readers []*os.File
+	writers []*os.File
+	wg      sync.WaitGroup
+}
+
+func attachOutput(cmd *exec.Cmd, spec backend.Spec) (*drains, error) {
+	d := &drains{}
+	for i, w := range []io.Writer{spec.Stdout, spec.Stderr} {
+		if w == nil {
+			w = io.Discard
+		}
+		r, pw, err := os.Pipe()
+		if err != nil {
+			d.abort()
+			return nil, err
+		}
+		d.readers = append(d.readers, r)
+		d.writers = append(d.writers, pw)
+		if i == 0 {
+			cmd.Stdout = pw
+		} else {
+			cmd.Stderr = pw
+		}
+		d.wg.Add(1)
+		go func(r *os.File, w io.Writer) {
+			defer d.wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := r.Read(buf)
+				if n > 0 {
+					w.Write(buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		}(r, w)
+	}
+	return d, nil
+}
+
+// started closes the runner's copies of the write ends.
+func (d *drains) started() {
+	for _, w := range d.writers {
+		w.Close()
+	}
+}
+
+func (d *drains) abort() {
+	d.started()
+	for _, r := range d.readers {
+		r.Close()
+	}
+	d.wg.Wait()
+}
+
+// wait waits for both pipes to reach EOF, or closes them after max.
+func (d *drains) wait(max time.Duration) {
+	finished := make(chan struct{})
+	go func() { d.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(max):
+		for _, r := range d.readers {
+			r.SetReadDeadline(time.Now())
+		}
+		<-finished
+	}
+	for _, r := range d.readers {
+		r.Close()
+	}
+}

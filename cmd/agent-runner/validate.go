@@ -1,0 +1,59 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/agent-runner/agent-runner/docs/schemas"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// validateManifest is set by validate_manifest.go (agent manifests).
+var validateManifest func(cmd *cobra.Command, path string, asJSON bool) error
+
+func init() {
+	var requestPath, manifestPath, storeDir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "validate (--request FILE|- | --manifest FILE)",
+		Short: "Validate a RunJobRequest (schema and runner rules) or an agent manifest",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case manifestPath != "" && validateManifest != nil:
+				return validateManifest(cmd, manifestPath, asJSON)
+			case manifestPath != "":
+				return usageError{errString("manifest validation is not built into this binary")}
+			case requestPath == "":
+				return usageError{errString("one of --request or --manifest is required")}
+			}
+			data, err := readInput(requestPath)
+			if err != nil {
+				return err
+			}
+			if err := schemas.ValidateRequest(data); err != nil {
+				return job.Wrap(job.CodeInvalidRequest, err, "request does not match the RunJobRequest schema")
+			}
+			req, err := job.DecodeRequest(data)
+			if err != nil {
+				return err
+			}
+			r, err := newRunner(storeDir, "")
+			if err != nil {
+				return err
+			}
+			if err := r.Prepare(req); err != nil {
+				return err
+			}
+			return writeResult("", map[string]any{"valid": true, "request": req})
+		},
+	}
+	cmd.Flags().StringVar(&requestPath, "request", "", "RunJobRequest JSON file, or - for stdin")
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "agent manifest (YAML or JSON) to compile and print")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the compiled manifest policy as JSON")
+	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "run store directory")
+	rootCmd.AddCommand(cmd)
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

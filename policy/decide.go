@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Config is the runner-side part of policy.
+type Config struct {
+	// SearchPath resolves bare command names (PATH of the runner's choice,
+	// never the caller's environment).
+	SearchPath []string
+	// AllowedEnv are keys any request may set without listing them in
+	// policy.allowed_env.
+	AllowedEnv []string
+	// BaseEnv is given to every child (for example PATH, LANG); request env
+	// may not override these keys unless they are allowed.
+	BaseEnv map[string]string
+}
+
+// DefaultSearchPath is used when Config.SearchPath is empty.
+var DefaultSearchPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// Decision is an allow decision with everything the pipeline needs to run.
+type Decision struct {
+	// Argv is the argv to exec; Argv[0] is an absolute host path, or a path
+	// relative to the cwd for programs inside the workspace ("./run.sh").
+	Argv     []string
+	Env      []string
+	Version  string
+	Messages []string
+}
+
+// Decide applies req.Policy (and cfg) to req. It returns a *job.Error with a
+// policy.* code on denial.
+func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
+	p := req.Policy
+	d := Decision{Version: job.PolicyVersion(p), Messages: []string{}}
+	argv := req.Command.Argv
+	if len(argv) == 0 {
+		return d, job.Errorf(job.CodeInvalidRequest, "command.argv must not be empty")
+	}
+	if shell, ok := shellIn(argv); ok && !p.AllowShell {
+		return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
+			With("argv0", argv[0]).With("shell", shell)
+	}
+	for _, name := range WrappedCommands(argv) {
+		rule, ok := findRule(p.AllowedCommands, filepath.Base(name))
+		if !ok {
+			return d, job.Errorf(job.CodeCommandDenied, "command is not allowed by policy").
+				With("argv0", name)
+		}
+		if name != argv[0] {
+			continue
+		}
+		exe, err := resolve(name, rule, cfg.SearchPath)
+		if err != nil {
+			return d, err
+		}
+		if exe != "" && !p.AllowShell {
+			if real, rerr := filepath.EvalSymlinks(exe); rerr == nil && (IsShell(filepath.Base(real)) || filepath.Base(real) == "busybox" && IsShell(filepath.Base(argv[0]))) {
+				return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
+					With("argv0", argv[0]).With("resolved", real)
+			}
+		}
+		if exe == "" {
+			exe = name // relative to the cwd, resolved by the backend
+		}
+		d.Argv = append([]string{exe}, argv[1:]...)
+	}
+	env, err := childEnv(req, cfg)
+	if err != nil {
+		return d, err
+	}
+	d.Env = env
+	return d, nil
+}
+
+func findRule(rules []job.CommandRule, base string) (job.CommandRule, bool) {
+	for _, r := range rules {
+		if r.Basename == base {
+			return r, true
+		}
+	}
+	return job.CommandRule{}, false
+}
+
+// resolve finds the executable for name under rule. It returns "" for a
+// relative path with a slash, which lives in the workspace snapshot.
+func resolve(name string, rule job.CommandRule, search []string) (string, *job.Error) {
+	var exe string
+	switch {
+	case rule.Path != "" && (!strings.Contains(name, "/") || filepath.Clean(name) == filepath.Clean(rule.Path)):
+		exe = rule.Path
+	case rule.Path != "":
+		return "", job.Errorf(job.CodeCommandDenied, "command path does not match the pinned path").
+			With("argv0", name).With("pinned_path", rule.Path)
+	case filepath.IsAbs(name):
+		exe = filepath.Clean(name)
+	case strings.Contains(name, "/"):
+		if rule.SHA256 != "" {
+			return "", job.Errorf(job.CodeCommandDenied, "a digest-pinned command must be a host path").With("argv0", name)
+		}
+		return "", nil
+	default:
+		exe = lookPath(name, search)
+		if exe == "" {
+			return "", job.Errorf(job.CodeRunSpawnFailed, "command not found on the runner search path").
+				With("argv0", name)
+		}
+	}
+	if rule.SHA256 != "" {
+		sum, err := fileSHA256(exe)
+		if err != nil {
+			return "", job.Wrap(job.CodeCommandDenied, err, "pinned command cannot be hashed").With("argv0", name).With("path", exe)
+		}
+		want := strings.TrimPrefix(strings.ToLower(rule.SHA256), "sha256:")
+		if sum != want {
+			return "", job.Errorf(job.CodeCommandDenied, "command digest does not match the pinned sha256").
+				With("argv0", name).With("path", exe).With("sha256", sum)
+		}
+	}
+	return exe, nil
+}
+
+func lookPath(name string, search []string) string {
+	if len(search) == 0 {
+		search = DefaultSearchPath
+	}
+	for _, dir := range search {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+type digestKey struct {
+	path      string
+	size, mod int64
+	ino       uint64
+}
+
+var digestCache sync.Map // digestKey -> string
+
+// fileSHA256 hashes an executable, caching by path, size, mtime and inode so
+// repeated jobs do not rehash large interpreters.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	key := digestKey{path: path, size: fi.Size(), mod: fi.ModTime().UnixNano(), ino: inode(fi)}
+	if v, ok := digestCache.Load(key); ok {
+		return v.(string), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	digestCache.Store(key, sum)
+	return sum, nil
+}
+
+// childEnv builds the child environment: BaseEnv plus request keys that
+// policy.allowed_env or cfg.AllowedEnv permit.
+func childEnv(req job.Request, cfg Config) ([]string, *job.Error) {
+	allowed := map[string]bool{}
+	for _, k := range req.Policy.AllowedEnv {
+		allowed[k] = true
+	}
+	for _, k := range cfg.AllowedEnv {
+		allowed[k] = true
+	}
+	env := map[string]string{}
+	for k, v := range cfg.BaseEnv {
+		env[k] = v
+	}
+	keys := make([]string, 0, len(req.Command.Env))
+	for k := range req.Command.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !allowed[k] {
+			return nil, job.Errorf(job.CodeEnvDenied, "environment variable is not allowed by policy").With("key", k)
+		}
+		env[k] = req.Command.Env[k]
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}

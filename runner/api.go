@@ -1,0 +1,34 @@
+// Package runner is the one job pipeline every door calls:
+//
+//	RunJobRequest -> validate -> policy decision -> snapshot -> backend run
+//	              -> bounded capture -> artifacts -> result + hashes -> run record
+//
+// The library entry point is Runner.Run; the HTTP service splits it into
+// Prepare (before queueing, so bad requests get 422) and Execute.
+package runner
+
+import (
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Options carries per-call hooks and library-only settings that are not part
+// of the public JSON contract.
+type Options struct {
+	// Status is called on every status change (running, then terminal).
+	Status func(jobID string, s job.Status)
+	// Output receives live output chunks ("stdout" or "stderr") as the
+	// process writes them. It must not retain p.
+	Output func(jobID, stream string, p []byte)
+	// Stage is called after each pipeline stage with its duration
+	// ("validate", "policy", "snapshot", "backend", "artifacts", "record").
+	Stage func(jobID, stage string, d time.Duration)
+	// ReadOnly and Writable are extra host directories exposed to the job
+	// at their own paths (the agent gateway's read and write roots). They
+	// are library-only: no JSON door can set them.
+	ReadOnly []string
+	Writable []string
+	// Attempt is recorded in the result (1 for a first run).
+	Attempt int
+}

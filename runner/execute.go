@@ -1,0 +1,307 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/agent-runner/agent-runner/artifact"
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/capture"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/store"
+)
+
+// execution is the state of one job moving through the pipeline.
+type execution struct {
+	r      *Runner
+	req    job.Request
+	opts   Options
+	res    job.Result
+	start  time.Time
+	stdout *capture.Stream
+	stderr *capture.Stream
+	// layers are the workspace directories artifacts are read from, top
+	// first (one for copy, upper then lower for overlay).
+	layers []string
+}
+
+// Execute runs a prepared request (see Prepare) through the pipeline and
+// records it. It always returns a Result; record-write failures are
+// reported in the result's error.
+func (r *Runner) Execute(ctx context.Context, req job.Request, opts Options) job.Result {
+	e := &execution{r: r, req: req, opts: opts, start: time.Now().UTC()}
+	e.stdout = capture.New(req.Limits.MaxStdoutBytes, e.live("stdout"))
+	e.stderr = capture.New(req.Limits.MaxStderrBytes, e.live("stderr"))
+	e.res = job.Result{
+		JobID:     req.JobID,
+		Status:    job.StatusRunning,
+		Backend:   req.Backend.Kind,
+		StartedAt: e.start,
+		Command:   job.CommandEcho{Argv: req.Command.Argv, Cwd: req.Command.Cwd},
+		Artifacts: []job.Artifact{},
+		Replay:    job.Replay{RequestSHA256: job.RequestSHA256(req)},
+		PolicyDecision: job.Decision{
+			Action: job.ActionDeny, PolicyVersion: job.PolicyVersion(req.Policy), Messages: []string{},
+		},
+		Trace:   req.Trace,
+		Attempt: opts.Attempt,
+	}
+	if err := e.begin(); err != nil {
+		return e.finish(err)
+	}
+	return e.finish(e.run(ctx))
+}
+
+func (e *execution) live(stream string) func([]byte) {
+	if e.opts.Output == nil {
+		return nil
+	}
+	return func(p []byte) { e.opts.Output(e.req.JobID, stream, p) }
+}
+
+func (e *execution) stage(name string, since time.Time) {
+	if e.opts.Stage != nil {
+		e.opts.Stage(e.req.JobID, name, time.Since(since))
+	}
+}
+
+// begin creates the record and marks the job running.
+func (e *execution) begin() error {
+	st := e.r.store
+	if err := st.Create(e.req.JobID); err != nil {
+		return err
+	}
+	if err := st.WriteRequest(e.req); err != nil {
+		return err
+	}
+	if err := st.WriteStatus(store.StatusRecord{JobID: e.req.JobID, Status: job.StatusRunning, Attempt: e.opts.Attempt, Backend: e.req.Backend.Kind}); err != nil {
+		return err
+	}
+	if e.opts.Status != nil {
+		e.opts.Status(e.req.JobID, job.StatusRunning)
+	}
+	return nil
+}
+
+// run decides policy, snapshots, runs the backend and collects artifacts.
+// A returned error is the job's terminal error.
+func (e *execution) run(ctx context.Context) error {
+	t := time.Now()
+	dec, derr := policy.Decide(e.req, e.r.cfg.Policy)
+	e.res.PolicyDecision.Messages = dec.Messages
+	if derr != nil {
+		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, derr.Message)
+		return derr
+	}
+	b, ok := backend.Lookup(e.req.Backend.Kind)
+	if !ok {
+		return job.Errorf(job.CodeBackendUnavail, "backend is not registered").With("backend", e.req.Backend.Kind)
+	}
+	caps := b.Capabilities()
+	if len(caps.NetworkModes) > 0 && !slices.Contains(caps.NetworkModes, e.req.Policy.Network) {
+		err := job.Errorf(job.CodeNetworkDenied, "network mode is not available on this backend").
+			With("network", e.req.Policy.Network).With("backend", b.Kind()).With("allowed", caps.NetworkModes)
+		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, err.Message)
+		return err
+	}
+	e.res.PolicyDecision.Action = job.ActionAllow
+	e.stage("policy", t)
+
+	if err := b.Available(ctx); err != nil {
+		return job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").With("backend", b.Kind()).With("reason", err.Error())
+	}
+	if e.r.cfg.RequireEnforcement {
+		if missing := missingEnforcement(caps.Enforces); len(missing) > 0 {
+			return job.Errorf(job.CodeBackendUnavail, "backend cannot enforce every limit and the runner requires enforcement").
+				With("backend", b.Kind()).With("not_enforced", missing)
+		}
+	}
+
+	t = time.Now()
+	ws, err := e.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	e.stage("snapshot", t)
+
+	t = time.Now()
+	l := e.req.Limits
+	spec := backend.Spec{
+		JobID:     e.req.JobID,
+		Argv:      dec.Argv,
+		Env:       dec.Env,
+		Workspace: ws,
+		Cwd:       e.req.Command.Cwd,
+		ReadOnly:  e.opts.ReadOnly,
+		Writable:  e.opts.Writable,
+		Network:   e.req.Policy.Network,
+		Limits: backend.Limits{
+			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,
+			KillGrace:    e.r.cfg.KillGrace,
+			MemoryBytes:  l.MemoryMB << 20,
+			CPUCount:     float64(l.CPUCount),
+			MaxProcesses: l.MaxProcesses,
+			TmpBytes:     l.TmpMB << 20,
+		},
+		Stdout: e.stdout,
+		Stderr: e.stderr,
+	}
+	out, err := b.Run(ctx, spec)
+	e.stage("backend", t)
+	if err != nil {
+		return err
+	}
+	e.outcome(out)
+
+	t = time.Now()
+	aerr := e.artifacts(ctx)
+	e.stage("artifacts", t)
+	if aerr != nil {
+		return aerr
+	}
+	return e.exitError(out)
+}
+
+// outcome copies the backend's report into the result.
+func (e *execution) outcome(out backend.Outcome) {
+	e.res.ExitCode = out.ExitCode
+	e.res.Termination = &job.Termination{Reason: out.Reason, Signal: out.Signal}
+	if out.CPUTime > 0 || out.PeakMemoryBytes > 0 {
+		e.res.Usage = &job.Usage{CPUTimeMS: out.CPUTime.Milliseconds(), PeakMemoryBytes: out.PeakMemoryBytes}
+	}
+	e.res.Enforcement = &job.Enforcement{Enforced: nonNil(out.Enforced), NotEnforced: nonNil(out.NotEnforced)}
+}
+
+// exitError maps how the process ended to the job's terminal error.
+func (e *execution) exitError(out backend.Outcome) error {
+	switch out.Reason {
+	case job.ReasonTimeout:
+		return job.Errorf(job.CodeRunTimedOut, "command exceeded timeout_ms").With("timeout_ms", e.req.Limits.TimeoutMS)
+	case job.ReasonCanceled:
+		return job.Errorf(job.CodeRunCanceled, "job was canceled")
+	case job.ReasonOOM:
+		return job.Errorf(job.CodeRunOOM, "command was killed for exceeding memory_mb").With("memory_mb", e.req.Limits.MemoryMB)
+	case job.ReasonSignal:
+		return job.Errorf(job.CodeRunSignaled, "command was killed by a signal").With("signal", out.Signal)
+	}
+	if out.ExitCode != nil && *out.ExitCode != 0 {
+		return job.Errorf(job.CodeRunExitNonzero, "command exited with a non-zero status").With("exit_code", *out.ExitCode)
+	}
+	return nil
+}
+
+// artifacts collects opted-in files within the run-record budget.
+func (e *execution) artifacts(ctx context.Context) error {
+	if len(e.req.Policy.ArtifactGlobs) == 0 {
+		return nil
+	}
+	l := e.req.Limits
+	budget := l.MaxRunRecordBytes - e.fixedRecordBytes() - 2*(e.stdout.Len()+e.stderr.Len())
+	maxBytes := l.MaxArtifactBytes
+	if budget < maxBytes {
+		maxBytes = max(budget, 1)
+	}
+	dest := filepath.Join(e.r.store.RunDir(e.req.JobID), store.ArtifactsDir)
+	res, err := artifact.Collect(ctx, e.layers, e.req.Policy.ArtifactGlobs, e.req.Policy.ArtifactDenyGlobs,
+		artifact.Limits{MaxCount: l.MaxArtifactCount, MaxFileBytes: l.MaxArtifactFileBytes, MaxBytes: maxBytes}, dest)
+	e.res.Artifacts = res.Artifacts
+	for _, d := range res.Denied {
+		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, "artifact denied: "+d)
+	}
+	return err
+}
+
+// fixedRecordBytes estimates request.json, status.json and result.json
+// without their output text.
+func (e *execution) fixedRecordBytes() int64 {
+	req, _ := json.Marshal(e.req)
+	return int64(2*len(req)) + 8<<10
+}
+
+// finish turns the terminal error into the final status, writes stdout.txt,
+// stderr.txt, result.json and status.json, and reports the status.
+func (e *execution) finish(err error) job.Result {
+	res := &e.res
+	res.Status = job.StatusCompleted
+	if err != nil {
+		jerr := job.AsError(err)
+		res.Error = jerr
+		res.Status = job.StatusFor(jerr.Code)
+		if jerr.Code == job.CodeRunExitNonzero || jerr.Code == job.CodeRunOOM || jerr.Code == job.CodeRunSignaled {
+			res.Status = job.StatusFailed
+		}
+	}
+	res.EndedAt = time.Now().UTC()
+	res.DurationMS = res.EndedAt.Sub(e.start).Milliseconds()
+	t := time.Now()
+	if werr := e.record(); werr != nil {
+		res.Status = job.StatusFailed
+		res.Error = job.AsError(werr)
+		res.Replay.ResultSHA256 = job.ResultSHA256(*res)
+	}
+	_ = e.r.store.WriteStatus(store.StatusRecord{JobID: res.JobID, Status: res.Status, Attempt: e.opts.Attempt, Backend: res.Backend, Error: res.Error})
+	e.stage("record", t)
+	if e.opts.Status != nil {
+		e.opts.Status(res.JobID, res.Status)
+	}
+	return *res
+}
+
+// record writes the output files and result.json within max_run_record_bytes:
+// if the retained output does not fit, it is cut further (and marked
+// truncated) before anything is written.
+func (e *execution) record() error {
+	res := &e.res
+	keep := int64(-1)
+	if limit := e.req.Limits.MaxRunRecordBytes; limit > 0 {
+		room := (limit - e.fixedRecordBytes() - artifactBytes(res.Artifacts)) / 4
+		if e.stdout.Len() > room || e.stderr.Len() > room {
+			keep = max(room, 0)
+		}
+	}
+	res.Stdout, res.Stderr = e.stdout.OutputN(keep), e.stderr.OutputN(keep)
+	res.Replay.ResultSHA256 = job.ResultSHA256(*res)
+	if res.JobID == "" || !e.r.store.Exists(res.JobID) {
+		return nil // validation never created a record
+	}
+	dir := e.r.store.RunDir(res.JobID)
+	if err := store.WriteFileAtomic(filepath.Join(dir, store.StdoutFile), e.stdout.Retained(keep), 0o644); err != nil {
+		return err
+	}
+	if err := store.WriteFileAtomic(filepath.Join(dir, store.StderrFile), e.stderr.Retained(keep), 0o644); err != nil {
+		return err
+	}
+	return e.r.store.WriteResult(*res)
+}
+
+func artifactBytes(as []job.Artifact) int64 {
+	var n int64
+	for _, a := range as {
+		n += a.SizeBytes
+	}
+	return n
+}
+
+// requiredLimits are the limits RequireEnforcement insists on.
+var requiredLimits = []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitMemory, job.LimitProcesses, job.LimitFSWrite}
+
+func missingEnforcement(enforced []string) []string {
+	var missing []string
+	for _, l := range requiredLimits {
+		if !slices.Contains(enforced, l) {
+			missing = append(missing, l)
+		}
+	}
+	return missing
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

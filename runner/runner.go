@@ -1,0 +1,138 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/validation"
+)
+
+// Config is the runner-side configuration: defaults and maxima for limits,
+// the policy settings only the operator may change, and the store.
+type Config struct {
+	StoreDir string
+	// DefaultBackend is used when a request names none ("local_process").
+	DefaultBackend string
+	Defaults       job.Limits
+	Max            job.Limits
+	Policy         policy.Config
+	// RequireEnforcement turns a backend that cannot enforce a limit into
+	// a backend_unavailable result instead of a recorded "not_enforced".
+	RequireEnforcement bool
+	// KillGrace is the time between SIGTERM and SIGKILL (default 2 s).
+	KillGrace time.Duration
+	// MaxSnapshotBytes and MaxSnapshotFiles bound a workspace snapshot.
+	MaxSnapshotBytes int64
+	MaxSnapshotFiles int
+	Logger           *slog.Logger
+}
+
+// DefaultBaseEnv is every child's starting environment unless configured.
+var DefaultBaseEnv = map[string]string{
+	"PATH": "/usr/local/bin:/usr/bin:/bin",
+	"LANG": "C.UTF-8",
+}
+
+// Runner runs jobs. It is safe for concurrent use.
+type Runner struct {
+	cfg   Config
+	store *store.Store
+	log   *slog.Logger
+}
+
+// New opens the store and returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.StoreDir == "" {
+		cfg.StoreDir = "agent-runner-runs"
+	}
+	if cfg.DefaultBackend == "" {
+		cfg.DefaultBackend = "local_process"
+	}
+	if cfg.Policy.BaseEnv == nil {
+		cfg.Policy.BaseEnv = DefaultBaseEnv
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 2 * time.Second
+	}
+	if cfg.MaxSnapshotBytes == 0 {
+		cfg.MaxSnapshotBytes = 4 << 30
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	st, err := store.Open(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, store: st, log: cfg.Logger.WithGroup("runner")}, nil
+}
+
+// Store returns the run store.
+func (r *Runner) Store() *store.Store { return r.store }
+
+// Config returns the runner configuration.
+func (r *Runner) Config() Config { return r.cfg }
+
+// NewJobID returns a fresh "job_<uuid>" id (UUIDv7, so ids sort by time).
+func NewJobID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	return "job_" + id.String()
+}
+
+// Prepare validates req in place, fills defaults and assigns a job id. It
+// returns a *job.Error with a validation.* code for a bad request; nothing
+// is written.
+func (r *Runner) Prepare(req *job.Request) error {
+	err := validation.Request(req, validation.Config{
+		Defaults:       r.cfg.Defaults,
+		Max:            r.cfg.Max,
+		DefaultBackend: r.cfg.DefaultBackend,
+		KnownBackend:   func(k string) bool { _, ok := backend.Lookup(k); return ok },
+	})
+	if err != nil {
+		return err
+	}
+	b, _ := backend.Lookup(req.Backend.Kind)
+	if req.Workspace.SnapshotStrategy == job.SnapshotOverlay && !b.Capabilities().Overlay {
+		return job.Errorf(job.CodeInvalidRequest, "workspace.snapshot_strategy: overlay needs a backend that mounts overlays").
+			With("field", "workspace.snapshot_strategy").With("backend", req.Backend.Kind)
+	}
+	if req.JobID == "" {
+		req.JobID = NewJobID()
+	}
+	return nil
+}
+
+// Run validates and executes req. The error is non-nil only when the
+// request is invalid (a *job.Error with a validation.* code), in which case
+// no job record exists; every other outcome, including policy denials,
+// timeouts and backend failures, is a Result.
+func (r *Runner) Run(ctx context.Context, req job.Request, opts Options) (job.Result, error) {
+	start := time.Now()
+	if err := r.Prepare(&req); err != nil {
+		return job.Result{}, err
+	}
+	if opts.Stage != nil {
+		opts.Stage(req.JobID, "validate", time.Since(start))
+	}
+	if r.store.Exists(req.JobID) {
+		prev, err := r.store.ReadRequest(req.JobID)
+		if err == nil && job.RequestSHA256(prev) != job.RequestSHA256(req) {
+			return job.Result{}, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID)
+		}
+		if res, err := r.store.ReadResult(req.JobID); err == nil {
+			return res, nil // idempotent: the job already ran
+		}
+	}
+	return r.Execute(ctx, req, opts), nil
+}

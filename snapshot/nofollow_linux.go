@@ -1,0 +1,5 @@
+package snapshot
+
+import "syscall"
+
+const noFollow = syscall.O_NOFOLLOW

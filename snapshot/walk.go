@@ -1,0 +1,168 @@
+package snapshot
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Options selects the files of a workspace.
+type Options struct {
+	Include []string
+	Exclude []string
+	// MaxBytes and MaxFiles bound the snapshot; zero means unbounded.
+	MaxBytes int64
+	MaxFiles int
+}
+
+// Entry is one selected workspace entry.
+type Entry struct {
+	Rel     string // slash-separated, relative to the workspace root
+	Mode    fs.FileMode
+	Size    int64
+	ModTime int64 // UnixNano
+	Ino     uint64
+	Target  string // symlink target, relative and inside the workspace
+}
+
+// Skip records an entry left out and why.
+type Skip struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Skip reasons.
+const (
+	SkipProtected = "protected"
+	SkipExcluded  = "excluded"
+	SkipSpecial   = "special_file"
+	SkipSymlink   = "symlink_escapes"
+)
+
+// Walk calls fn for every selected entry of src in lexical order, parents
+// before children. Directories are reported only when they are kept.
+func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([]Skip, error) {
+	var skips []Skip
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		rel, _ := filepath.Rel(src, p)
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		isDir := d.IsDir()
+		if Protected(rel) {
+			skips = append(skips, Skip{rel, SkipProtected})
+			return skipEntry(isDir)
+		}
+		if excluded(rel, isDir, opt.Exclude) {
+			skips = append(skips, Skip{rel, SkipExcluded})
+			return skipEntry(isDir)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := Entry{Rel: rel, Mode: info.Mode(), Size: info.Size(), ModTime: info.ModTime().UnixNano()}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			e.Ino = st.Ino
+		}
+		switch {
+		case isDir:
+			e.Size = 0
+			return fn(e)
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if !symlinkInside(rel, target) {
+				skips = append(skips, Skip{rel, SkipSymlink})
+				return nil
+			}
+			if !included(rel, opt.Include) {
+				return nil
+			}
+			e.Target = target
+			e.Size = 0
+			return fn(e)
+		case !info.Mode().IsRegular():
+			skips = append(skips, Skip{rel, SkipSpecial})
+			return nil
+		}
+		if !included(rel, opt.Include) {
+			return nil
+		}
+		return fn(e)
+	})
+	return skips, err
+}
+
+func skipEntry(isDir bool) error {
+	if isDir {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
+func excluded(rel string, isDir bool, patterns []string) bool {
+	for _, g := range patterns {
+		if doublestar.MatchUnvalidated(g, rel) {
+			return true
+		}
+		// "dir/**" excludes the directory itself too.
+		if isDir && strings.HasSuffix(g, "/**") && doublestar.MatchUnvalidated(strings.TrimSuffix(g, "/**"), rel) {
+			return true
+		}
+	}
+	return false
+}
+
+func included(rel string, patterns []string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, g := range patterns {
+		if doublestar.MatchUnvalidated(g, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+// symlinkInside reports whether a link at rel with the given target stays
+// inside the workspace: the target must be relative and never climb above
+// the root when resolved lexically from the link's directory.
+func symlinkInside(rel, target string) bool {
+	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) {
+		return false
+	}
+	depth := strings.Count(path.Dir(rel), "/") + 1
+	if path.Dir(rel) == "." {
+		depth = 0
+	}
+	for _, part := range strings.Split(target, "/") {
+		switch part {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return false
+			}
+		default:
+			depth++
+		}
+	}
+	return true
+}

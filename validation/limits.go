@@ -1,0 +1,82 @@
+package validation
+
+import (
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// DefaultLimits apply when neither the request nor the runner sets a limit.
+var DefaultLimits = job.Limits{
+	TimeoutMS:            120_000,
+	MaxStdoutBytes:       1 << 20,
+	MaxStderrBytes:       1 << 20,
+	MaxArtifactBytes:     10 << 20,
+	MaxArtifactFileBytes: 5 << 20,
+	MaxArtifactCount:     128,
+	MaxRunRecordBytes:    64 << 20,
+	MemoryMB:             1024,
+	CPUCount:             2,
+	MaxProcesses:         256,
+	TmpMB:                256,
+}
+
+// DefaultMax are the runner maxima when none are configured.
+var DefaultMax = job.Limits{
+	TimeoutMS:            24 * 3600 * 1000,
+	MaxStdoutBytes:       64 << 20,
+	MaxStderrBytes:       64 << 20,
+	MaxArtifactBytes:     1 << 30,
+	MaxArtifactFileBytes: 512 << 20,
+	MaxArtifactCount:     10_000,
+	MaxRunRecordBytes:    4 << 30,
+	MemoryMB:             64 << 10,
+	CPUCount:             64,
+	MaxProcesses:         32_768,
+	TmpMB:                16 << 10,
+}
+
+type limitField struct {
+	name string
+	get  func(*job.Limits) *int64
+}
+
+var limitFields = []limitField{
+	{"timeout_ms", func(l *job.Limits) *int64 { return &l.TimeoutMS }},
+	{"max_stdout_bytes", func(l *job.Limits) *int64 { return &l.MaxStdoutBytes }},
+	{"max_stderr_bytes", func(l *job.Limits) *int64 { return &l.MaxStderrBytes }},
+	{"max_artifact_bytes", func(l *job.Limits) *int64 { return &l.MaxArtifactBytes }},
+	{"max_artifact_file_bytes", func(l *job.Limits) *int64 { return &l.MaxArtifactFileBytes }},
+	{"max_artifact_count", func(l *job.Limits) *int64 { return &l.MaxArtifactCount }},
+	{"max_run_record_bytes", func(l *job.Limits) *int64 { return &l.MaxRunRecordBytes }},
+	{"memory_mb", func(l *job.Limits) *int64 { return &l.MemoryMB }},
+	{"cpu_count", func(l *job.Limits) *int64 { return &l.CPUCount }},
+	{"max_processes", func(l *job.Limits) *int64 { return &l.MaxProcesses }},
+	{"tmp_mb", func(l *job.Limits) *int64 { return &l.TmpMB }},
+}
+
+// limits rejects negative values and values over the maxima, then fills
+// zeros from the configured defaults, then DefaultLimits.
+func limits(l *job.Limits, cfg Config) error {
+	for _, f := range limitFields {
+		v := f.get(l)
+		max := *f.get(&cfg.Max)
+		if max == 0 {
+			max = *f.get(&DefaultMax)
+		}
+		switch {
+		case *v < 0:
+			return job.Errorf(job.CodeInvalidRequest, "limits.%s must be positive", f.name).With("field", "limits."+f.name)
+		case *v > max:
+			return job.Errorf(job.CodeLimitExceeded, "limits.%s exceeds the runner maximum", f.name).
+				With("field", "limits."+f.name).With("max", max).With("value", *v)
+		case *v == 0:
+			*v = *f.get(&cfg.Defaults)
+			if *v == 0 {
+				*v = *f.get(&DefaultLimits)
+			}
+			if *v > max {
+				*v = max
+			}
+		}
+	}
+	return nil
+}
