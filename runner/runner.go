@@ -136,3 +136,13 @@ func (r *Runner) Run(ctx context.Context, req job.Request, opts Options) (job.Re
 	}
 	return r.Execute(ctx, req, opts), nil
 }
+
+// RunRequest is the one-call library entry (seed 002's run_request): it
+// opens the store at storeDir with default configuration and runs req.
+func RunRequest(ctx context.Context, req job.Request, storeDir string) (job.Result, error) {
+	r, err := New(Config{StoreDir: storeDir})
+	if err != nil {
+		return job.Result{}, err
+	}
+	return r.Run(ctx, req, Options{Attempt: 1})
+}
