@@ -269,10 +269,10 @@ func (e *execution) record() error {
 		return nil // validation never created a record
 	}
 	dir := e.r.store.RunDir(res.JobID)
-	if err := store.WriteFileAtomic(filepath.Join(dir, store.StdoutFile), e.stdout.Retained(keep), 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, store.StdoutFile), e.stdout.Retained(keep), 0o644); err != nil {
 		return err
 	}
-	if err := store.WriteFileAtomic(filepath.Join(dir, store.StderrFile), e.stderr.Retained(keep), 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, store.StderrFile), e.stderr.Retained(keep), 0o644); err != nil {
 		return err
 	}
 	return e.r.store.WriteResult(*res)

@@ -31,7 +31,10 @@ type Config struct {
 	// MaxSnapshotBytes and MaxSnapshotFiles bound a workspace snapshot.
 	MaxSnapshotBytes int64
 	MaxSnapshotFiles int
-	Logger           *slog.Logger
+	// Durable fsyncs every result.json (power-loss safe records, ~2 ms per
+	// job here); records are atomic against process crashes either way.
+	Durable bool
+	Logger  *slog.Logger
 }
 
 // DefaultBaseEnv is every child's starting environment unless configured.
@@ -71,6 +74,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	st.Durable = cfg.Durable
 	return &Runner{cfg: cfg, store: st, log: cfg.Logger.WithGroup("runner")}, nil
 }
 

@@ -8,8 +8,22 @@ import (
 )
 
 // WriteFileAtomic writes data to path through a temp file in the same
-// directory, fsyncs it and renames it into place, then fsyncs the directory.
+// directory, fsyncs it and renames it into place, then fsyncs the directory:
+// after a crash the file is either the old one or the complete new one, and
+// once this returns it survives power loss.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// WriteFileReplace is WriteFileAtomic without the fsyncs: readers and a
+// process crash still see the old or the complete new file (rename is
+// atomic), but a power loss may lose the update. Used for records that a
+// later durable write supersedes (status.json, stdout.txt).
+func WriteFileReplace(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+func writeFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -27,8 +41,10 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := f.Chmod(perm); err != nil {
 		return fail(err)
 	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
+	if durable {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
@@ -38,9 +54,23 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		os.Remove(tmp)
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot write "+filepath.Base(path))
 	}
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
+	}
+	return nil
+}
+
+// WriteFileOnce writes a file that is created once and never replaced,
+// and whose readers only look at it after a later commit record exists
+// (stdout.txt and stderr.txt are read only once result.json is there). It
+// skips the temp file and rename.
+func WriteFileOnce(path string, data []byte, perm os.FileMode) error {
+	if err := os.WriteFile(path, data, perm); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot write "+filepath.Base(path))
 	}
 	return nil
 }
