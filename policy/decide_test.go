@@ -1,0 +1,209 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+func req(argv []string, rules ...job.CommandRule) job.Request {
+	return job.Request{Command: job.Command{Argv: argv}, Policy: job.Policy{AllowedCommands: rules}}
+}
+
+func names(ns ...string) []job.CommandRule {
+	var rs []job.CommandRule
+	for _, n := range ns {
+		rs = append(rs, job.CommandRule{Basename: n})
+	}
+	return rs
+}
+
+func TestDecideCommands(t *testing.T) {
+	tests := []struct {
+		name  string
+		req   job.Request
+		want  job.Code
+		argv0 string
+	}{
+		{"allowed basename", req([]string{"true"}, names("true")...), "", "/usr/bin/true"},
+		{"absolute path allowed by basename", req([]string{"/bin/true"}, names("true")...), "", "/bin/true"},
+		{"not on allowlist", req([]string{"curl", "x"}, names("true")...), job.CodeCommandDenied, ""},
+		{"empty allowlist allows nothing", req([]string{"true"}), job.CodeCommandDenied, ""},
+		{"not found on search path", req([]string{"no-such-program-xyz"}, names("no-such-program-xyz")...), job.CodeRunSpawnFailed, ""},
+		{"wrapper and wrapped both needed", req([]string{"timeout", "5", "curl"}, names("timeout")...), job.CodeCommandDenied, ""},
+		{"wrapper and wrapped allowed", req([]string{"timeout", "5", "true"}, names("timeout", "true")...), "", "/usr/bin/timeout"},
+		{"pinned path used for bare name", req([]string{"python"}, job.CommandRule{Basename: "python", Path: "/bin/true"}), "", "/bin/true"},
+		{"pinned path mismatch", req([]string{"/usr/bin/env"}, job.CommandRule{Basename: "env", Path: "/bin/true"}), job.CodeCommandDenied, ""},
+		{"relative program in workspace", req([]string{"./run.sh"}, names("run.sh")...), "", "./run.sh"},
+		{"digest pin on workspace program", req([]string{"./tool"}, job.CommandRule{Basename: "tool", SHA256: "00"}), job.CodeCommandDenied, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Decide(tt.req, Config{})
+			if got := codeOf(err); got != tt.want {
+				t.Fatalf("Decide(%q) code = %q (%v), want %q", tt.req.Command.Argv, got, err, tt.want)
+			}
+			if err == nil && d.Argv[0] != tt.argv0 {
+				t.Errorf("Decide(%q) argv0 = %q, want %q", tt.req.Command.Argv, d.Argv[0], tt.argv0)
+			}
+			if d.Version != job.PolicyVersion(tt.req.Policy) {
+				t.Errorf("policy version = %q, want the canonical hash", d.Version)
+			}
+		})
+	}
+}
+
+func codeOf(err *job.Error) job.Code {
+	if err == nil {
+		return ""
+	}
+	return err.Code
+}
+
+func TestDecideDigest(t *testing.T) {
+	sum, err := fileSHA256("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := req([]string{"true"}, job.CommandRule{Basename: "true", Path: "/bin/true", SHA256: sum})
+	if _, err := Decide(good, Config{}); err != nil {
+		t.Errorf("matching digest denied: %v", err)
+	}
+	prefixed := req([]string{"true"}, job.CommandRule{Basename: "true", Path: "/bin/true", SHA256: "sha256:" + sum})
+	if _, err := Decide(prefixed, Config{}); err != nil {
+		t.Errorf("sha256:-prefixed digest denied: %v", err)
+	}
+	bad := req([]string{"true"}, job.CommandRule{Basename: "true", Path: "/bin/true", SHA256: "0000000000000000000000000000000000000000000000000000000000000000"})
+	_, derr := Decide(bad, Config{})
+	if codeOf(derr) != job.CodeCommandDenied || derr.Details["sha256"] != sum {
+		t.Errorf("wrong digest = %v, want command_denied with the actual digest", derr)
+	}
+}
+
+func TestDecideShells(t *testing.T) {
+	all := names("sh", "bash", "dash", "zsh", "ksh", "fish", "busybox", "env", "xargs", "nice", "timeout", "nohup", "stdbuf", "setsid", "watch", "python3", "true")
+	tests := [][]string{
+		{"sh", "-c", "echo hi"},
+		{"/bin/bash", "-c", "id"},
+		{"dash"}, {"zsh"}, {"ksh"}, {"fish"},
+		{"busybox", "sh", "-c", "id"},
+		{"env", "sh", "-c", "id"},
+		{"env", "FOO=1", "bash"},
+		{"env", "-i", "bash"},
+		{"env", "-S", "sh -c id"},
+		{"xargs", "sh", "-c", "id"},
+		{"nice", "-n", "5", "bash"},
+		{"timeout", "5", "sh", "-c", "id"},
+		{"timeout", "-s", "KILL", "5", "dash"},
+		{"nohup", "bash"},
+		{"stdbuf", "-oL", "sh"},
+		{"setsid", "bash"},
+		{"nice", "timeout", "5", "env", "sh"},
+		{"watch", "id"},
+	}
+	for _, argv := range tests {
+		_, err := Decide(req(argv, all...), Config{})
+		if codeOf(err) != job.CodeShellDenied {
+			t.Errorf("Decide(%q) = %v, want %s", argv, err, job.CodeShellDenied)
+		}
+	}
+	// allow_shell lifts the ban; the allowlist still applies.
+	r := req([]string{"sh", "-c", "true"}, names("sh")...)
+	r.Policy.AllowShell = true
+	if _, err := Decide(r, Config{}); err != nil {
+		t.Errorf("allow_shell with sh allowed: %v", err)
+	}
+	r = req([]string{"bash", "-c", "true"})
+	r.Policy.AllowShell = true
+	if _, err := Decide(r, Config{}); codeOf(err) != job.CodeCommandDenied {
+		t.Errorf("allow_shell without bash on the allowlist = %v, want command_denied", err)
+	}
+	// Non-shell programs with shell-like arguments are fine.
+	if _, err := Decide(req([]string{"python3", "-c", "print('sh')"}, all...), Config{}); err != nil {
+		t.Errorf("python3 -c: %v", err)
+	}
+}
+
+func TestDecideShellBehindAllowedName(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "python")
+	if err := os.Symlink("/bin/bash", link); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Decide(req([]string{"python"}, names("python")...), Config{SearchPath: []string{dir}})
+	if codeOf(err) != job.CodeShellDenied {
+		t.Errorf("symlink python -> bash = %v, want shell_denied", err)
+	}
+}
+
+func TestDecideEnv(t *testing.T) {
+	base := map[string]string{"PATH": "/usr/bin:/bin"}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		allowed []string
+		runner  []string
+		want    []string
+		code    job.Code
+	}{
+		{"no env", nil, nil, nil, []string{"PATH=/usr/bin:/bin"}, ""},
+		{"allowed by request", map[string]string{"A": "1"}, []string{"A"}, nil, []string{"A=1", "PATH=/usr/bin:/bin"}, ""},
+		{"allowed by runner", map[string]string{"CI": "true"}, nil, []string{"CI"}, []string{"CI=true", "PATH=/usr/bin:/bin"}, ""},
+		{"denied", map[string]string{"AWS_SECRET_ACCESS_KEY": "x"}, []string{"A"}, nil, nil, job.CodeEnvDenied},
+		{"base key override needs allowance", map[string]string{"PATH": "/evil"}, nil, nil, nil, job.CodeEnvDenied},
+		{"allowed override", map[string]string{"PATH": "/opt/bin"}, []string{"PATH"}, nil, []string{"PATH=/opt/bin"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := req([]string{"true"}, names("true")...)
+			r.Command.Env = tt.env
+			r.Policy.AllowedEnv = tt.allowed
+			d, err := Decide(r, Config{BaseEnv: base, AllowedEnv: tt.runner})
+			if codeOf(err) != tt.code {
+				t.Fatalf("code = %v, want %q", err, tt.code)
+			}
+			if err == nil {
+				if diff := cmp.Diff(tt.want, d.Env); diff != "" {
+					t.Errorf("env mismatch (-want +got):\n%s", diff)
+				}
+			} else if err.Details["key"] == nil {
+				t.Errorf("env denial lacks the key: %v", err)
+			}
+		})
+	}
+}
+
+func TestWrappedCommands(t *testing.T) {
+	tests := []struct {
+		argv []string
+		want []string
+	}{
+		{[]string{"pytest", "-q"}, []string{"pytest"}},
+		{[]string{"timeout", "10", "pytest"}, []string{"timeout", "pytest"}},
+		{[]string{"env", "A=1", "B=2", "python3", "x.py"}, []string{"env", "python3"}},
+		{[]string{"nice", "-n", "10", "make"}, []string{"nice", "make"}},
+		{[]string{"xargs", "-0", "grep", "x"}, []string{"xargs", "grep"}},
+		{[]string{"env"}, []string{"env"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, WrappedCommands(tt.argv)); diff != "" {
+			t.Errorf("WrappedCommands(%q) (-want +got):\n%s", tt.argv, diff)
+		}
+	}
+}
+
+func TestPolicyVersionStable(t *testing.T) {
+	p := job.Policy{AllowedCommands: names("a", "b"), AllowedEnv: []string{"X"}}
+	if job.PolicyVersion(p) != job.PolicyVersion(p) {
+		t.Fatal("policy version not deterministic")
+	}
+	q := p
+	q.AllowShell = true
+	if job.PolicyVersion(p) == job.PolicyVersion(q) {
+		t.Error("policy version ignores allow_shell")
+	}
+}

@@ -1,0 +1,237 @@
+package snapshot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/safepath"
+)
+
+// tree writes files (path -> content) under a new temp dir.
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func copied(t *testing.T, src string, opt Options) (Manifest, []string) {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "snap")
+	m, err := Copy(context.Background(), src, dst, opt)
+	if err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	var got []string
+	filepath.Walk(dst, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			rel, _ := filepath.Rel(dst, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	sort.Strings(got)
+	return m, got
+}
+
+func TestProtectedExclusions(t *testing.T) {
+	src := tree(t, map[string]string{
+		"src/main.py": "x", "README.md": "x",
+		".git/config": "x", "sub/.git/HEAD": "x", ".hg/x": "x",
+		".venv/bin/python": "x", "venv/lib/x": "x", "target/debug/bin": "x", "node_modules/a/index.js": "x",
+		"web/node_modules/b/i.js": "x", ".cache/pip/x": "x", "__pycache__/a.pyc": "x", ".pytest_cache/v": "x",
+		".env": "SECRET=1", ".env.local": "SECRET=2", "config/.env.production": "x",
+		"id_rsa": "key", "id_rsa.pub": "public", "keys/id_ed25519": "key", "tls/server.pem": "x", "tls/server.key": "x",
+		"secrets/db.txt": "x", "app/secrets/token": "x", ".ssh/config": "x", ".aws/credentials": "x",
+		".netrc": "x", ".npmrc": "x", "cert.p12": "x",
+	})
+	_, got := copied(t, src, Options{})
+	want := []string{"README.md", "id_rsa.pub", "src/main.py"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("snapshot files (-want +got):\n%s", diff)
+	}
+}
+
+func TestIncludeExclude(t *testing.T) {
+	src := tree(t, map[string]string{"src/a.py": "a", "src/b.txt": "b", "tests/t.py": "t", "docs/d.md": "d", "pyproject.toml": "p"})
+	_, got := copied(t, src, Options{Include: []string{"src/**", "tests/**", "pyproject.toml"}, Exclude: []string{"**/*.txt"}})
+	want := []string{"pyproject.toml", "src/a.py", "tests/t.py"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("include/exclude (-want +got):\n%s", diff)
+	}
+	_, got = copied(t, src, Options{Exclude: []string{"docs/**"}})
+	if diff := cmp.Diff([]string{"pyproject.toml", "src/a.py", "src/b.txt", "tests/t.py"}, got); diff != "" {
+		t.Errorf("exclude dir (-want +got):\n%s", diff)
+	}
+}
+
+func TestSymlinks(t *testing.T) {
+	src := tree(t, map[string]string{"a.txt": "a", "dir/b.txt": "b"})
+	links := map[string]string{
+		"abs": "/etc/passwd", "up": "../../etc/passwd", "dir/up2": "../../x",
+		"in": "a.txt", "dir/in2": "../a.txt", "dir/self": "b.txt",
+	}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(src, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, got := copied(t, src, Options{})
+	want := []string{"a.txt", "dir/b.txt", "dir/in2", "dir/self", "in"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("symlinks kept (-want +got):\n%s", diff)
+	}
+	skipped := map[string]string{}
+	for _, s := range m.Skips {
+		skipped[s.Path] = s.Reason
+	}
+	for _, p := range []string{"abs", "up", "dir/up2"} {
+		if skipped[p] != SkipSymlink {
+			t.Errorf("escaping symlink %q: skip reason %q, want %q", p, skipped[p], SkipSymlink)
+		}
+	}
+}
+
+func TestSpecialFilesSkipped(t *testing.T) {
+	src := tree(t, map[string]string{"a": "a"})
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, got := copied(t, src, Options{})
+	if diff := cmp.Diff([]string{"a"}, got); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if len(m.Skips) != 1 || m.Skips[0].Reason != SkipSpecial {
+		t.Errorf("skips = %+v, want the fifo as special_file", m.Skips)
+	}
+}
+
+func TestSetuidDropped(t *testing.T) {
+	src := tree(t, map[string]string{"tool": "x"})
+	if err := os.Chmod(filepath.Join(src, "tool"), 0o4755); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "s")
+	if _, err := Copy(context.Background(), src, dst, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(dst, "tool"))
+	if fi.Mode()&os.ModeSetuid != 0 || fi.Mode().Perm() != 0o755 {
+		t.Errorf("mode = %v, want 0755 without setuid", fi.Mode())
+	}
+}
+
+func TestHashDeterminism(t *testing.T) {
+	files := map[string]string{"a.txt": "alpha", "d/b.txt": "beta", "d/e/c.bin": "\x00\x01"}
+	one, two := tree(t, files), tree(t, files)
+	old := time.Now().Add(-48 * time.Hour)
+	os.Chtimes(filepath.Join(two, "a.txt"), old, old)
+	m1, _ := copied(t, one, Options{})
+	m2, _ := copied(t, two, Options{})
+	if m1.SHA256 != m2.SHA256 {
+		t.Fatalf("same content, different mtimes: %s != %s", m1.SHA256, m2.SHA256)
+	}
+	h, err := Hash(context.Background(), one, Options{})
+	if err != nil || h != m1.SHA256 {
+		t.Errorf("Hash() = %s, %v; want the Copy hash %s", h, err, m1.SHA256)
+	}
+	changes := map[string]func(dir string){
+		"content": func(d string) { os.WriteFile(filepath.Join(d, "a.txt"), []byte("alphA"), 0o644) },
+		"mode":    func(d string) { os.Chmod(filepath.Join(d, "a.txt"), 0o755) },
+		"path":    func(d string) { os.Rename(filepath.Join(d, "a.txt"), filepath.Join(d, "z.txt")) },
+		"new dir": func(d string) { os.Mkdir(filepath.Join(d, "empty"), 0o755) },
+	}
+	for name, change := range changes {
+		d := tree(t, files)
+		change(d)
+		m, _ := copied(t, d, Options{})
+		if m.SHA256 == m1.SHA256 {
+			t.Errorf("%s change did not change the snapshot hash", name)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	src := tree(t, map[string]string{"a": "12345", "b": "12345"})
+	if _, err := Copy(context.Background(), src, filepath.Join(t.TempDir(), "s"), Options{MaxFiles: 1}); err == nil {
+		t.Error("MaxFiles 1 with two files: no error")
+	}
+	if _, err := Copy(context.Background(), src, filepath.Join(t.TempDir(), "s"), Options{MaxBytes: 6}); err == nil {
+		t.Error("MaxBytes 6 with 10 bytes: no error")
+	}
+}
+
+func TestRestoreDetectsTampering(t *testing.T) {
+	src := tree(t, map[string]string{"a.txt": "a", "d/b.txt": "b"})
+	snap := filepath.Join(t.TempDir(), "snap")
+	m, err := Copy(context.Background(), src, snap, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := Restore(context.Background(), snap, out, m); err != nil {
+		t.Fatalf("Restore of an intact snapshot: %v", err)
+	}
+	if h, _ := Hash(context.Background(), out, Options{}); h != m.SHA256 {
+		t.Errorf("restored hash %s, want %s", h, m.SHA256)
+	}
+	os.WriteFile(filepath.Join(snap, "a.txt"), []byte("changed by the job"), 0o644)
+	if err := Restore(context.Background(), snap, filepath.Join(t.TempDir(), "o2"), m); err == nil {
+		t.Error("Restore of a modified snapshot succeeded")
+	}
+	bad := m
+	bad.Entries = append([]Record{{Path: "../escape", Type: "file", Mode: "0644"}}, m.Entries...)
+	if err := Restore(context.Background(), snap, filepath.Join(t.TempDir(), "o3"), bad); err == nil {
+		t.Error("Restore accepted a manifest path with ..")
+	}
+}
+
+func TestSymlinkInside(t *testing.T) {
+	tests := []struct {
+		rel, target string
+		want        bool
+	}{
+		{"a", "b", true}, {"d/a", "../b", true}, {"d/a", "../../b", false}, {"a", "../b", false},
+		{"a", "/etc/passwd", false}, {"a", "", false}, {"d/e/a", "../../x/y", true}, {"a", "x/../../y", false},
+	}
+	for _, tt := range tests {
+		if got := symlinkInside(tt.rel, tt.target); got != tt.want {
+			t.Errorf("symlinkInside(%q, %q) = %v, want %v", tt.rel, tt.target, got, tt.want)
+		}
+	}
+}
+
+func FuzzSymlinkInside(f *testing.F) {
+	f.Add("d/a", "../b")
+	f.Add("a", "../../x")
+	f.Fuzz(func(t *testing.T, rel, target string) {
+		if clean, err := safepath.Clean(rel); err != nil || clean != rel || rel == "." {
+			return // the walker only passes clean workspace paths
+		}
+		if !symlinkInside(rel, target) {
+			return
+		}
+		// An accepted link resolved lexically from its directory never
+		// starts with "..".
+		joined := filepath.Join("/root-marker", filepath.Dir(rel), target)
+		if joined != "/root-marker" && !strings.HasPrefix(joined, "/root-marker/") {
+			t.Fatalf("symlinkInside(%q, %q) accepted a target resolving to %q", rel, target, joined)
+		}
+	})
+}
