@@ -48,7 +48,9 @@ func TestRequestRules(t *testing.T) {
 		{"env value with NUL", func(r *job.Request) { r.Command.Env = map[string]string{"A": "\x00"} }, job.CodeInvalidRequest},
 		{"rule without basename", func(r *job.Request) { r.Policy.AllowedCommands = []job.CommandRule{{Path: "/bin/true"}} }, job.CodeInvalidRequest},
 		{"rule basename with slash", func(r *job.Request) { r.Policy.AllowedCommands = []job.CommandRule{{Basename: "bin/true"}} }, job.CodeInvalidRequest},
-		{"rule relative path", func(r *job.Request) { r.Policy.AllowedCommands = []job.CommandRule{{Basename: "true", Path: "bin/true"}} }, job.CodeInvalidRequest},
+		{"rule relative path", func(r *job.Request) {
+			r.Policy.AllowedCommands = []job.CommandRule{{Basename: "true", Path: "bin/true"}}
+		}, job.CodeInvalidRequest},
 		{"rule bad sha", func(r *job.Request) { r.Policy.AllowedCommands = []job.CommandRule{{Basename: "true", SHA256: "xyz"}} }, job.CodeInvalidRequest},
 		{"allowed_env with =", func(r *job.Request) { r.Policy.AllowedEnv = []string{"A=1"} }, job.CodeInvalidRequest},
 		{"unknown network", func(r *job.Request) { r.Policy.Network = "bridge" }, job.CodeInvalidRequest},
