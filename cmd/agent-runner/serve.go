@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/telemetry"
+	"github.com/agent-runner/agent-runner/validation"
+	"github.com/agent-runner/agent-runner/worker"
+)
+
+// serveDeps is what extra HTTP mounts (task API, MCP) get from serve.
+type serveDeps struct {
+	Runner   *runner.Runner
+	StoreDir string
+	Logger   *slog.Logger
+	Server   *httpapi.Server
+}
+
+// serveMounts are registered by other files' init() to add routes.
+var serveMounts []func(ctx context.Context, d serveDeps) error
+
+type serveOptions struct {
+	addr, storeDir, natsURL, natsListen, tokenFile, defaultBackend, logLevel, traceFile string
+	capacity                                                                            int64
+	workers                                                                             int
+	maxBody                                                                             int64
+	requestTimeout, shutdownGrace, ackWait                                              time.Duration
+	durable, noWorkers                                                                  bool
+}
+
+var serveCmd = &cobra.Command{
+	Use:   "serve",
+	Short: "Serve the HTTP API with an embedded NATS JetStream job queue and workers",
+	Args:  cobra.NoArgs,
+}
+
+func init() {
+	var o serveOptions
+	f := serveCmd.Flags()
+	f.StringVar(&o.addr, "addr", "127.0.0.1:3000", "listen address; anything but loopback requires --token-file")
+	f.StringVar(&o.storeDir, "store-dir", "./agent-runner-runs", "run store (and embedded NATS data) directory")
+	f.Int64Var(&o.capacity, "queue-capacity", 1024, "most jobs queued or running at once; beyond it POST /v1/jobs answers 503")
+	f.IntVar(&o.workers, "workers", 2, "jobs run concurrently by this process")
+	f.BoolVar(&o.noWorkers, "no-workers", false, "accept jobs but run none here (workers run elsewhere: agent-runner worker --nats URL)")
+	f.StringVar(&o.natsURL, "nats", "", "external NATS server URL (default: embedded, in-process)")
+	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers)")
+	f.StringVar(&o.tokenFile, "token-file", "", "bearer token file (lines: sha256:<hex> scopes [name])")
+	f.Int64Var(&o.maxBody, "max-body-bytes", 1<<20, "request body limit")
+	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of non-streaming requests")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before the process exits (they run again after restart)")
+	f.DurationVar(&o.ackWait, "ack-wait", 10*time.Second, "redelivery timeout of a job whose worker stopped responding")
+	f.BoolVar(&o.durable, "durable", false, "fsync every result.json (power-loss safe records)")
+	f.StringVar(&o.defaultBackend, "default-backend", "local_process", "backend for requests that name none")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
+	serveCmd.RunE = func(cmd *cobra.Command, _ []string) error { return serve(o) }
+	rootCmd.AddCommand(serveCmd)
+}
+
+func serve(o serveOptions) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return usageError{err}
+	}
+	log := telemetry.Logger(os.Stderr, level)
+	var tokens *httpapi.Tokens
+	if o.tokenFile != "" {
+		t, err := httpapi.LoadTokens(o.tokenFile)
+		if err != nil {
+			return err
+		}
+		tokens = t
+	} else if !loopback(o.addr) {
+		return usageError{errors.New("binding a non-loopback address requires --token-file")}
+	}
+	r, err := runner.New(runner.Config{StoreDir: o.storeDir, DefaultBackend: validation.NormalizeKind(o.defaultBackend), Durable: o.durable, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen})
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	var traceOut *os.File
+	if o.traceFile != "" {
+		if traceOut, err = os.OpenFile(o.traceFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot open --trace-file")
+		}
+		defer traceOut.Close()
+	}
+	tp, err := telemetry.TracerProvider(writerOrNil(traceOut))
+	if err != nil {
+		return err
+	}
+	defer tp.Shutdown(context.Background())
+	tracer := tp.Tracer("agent-runner")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := httpapi.New(httpapi.Config{
+		Runner: r, Queue: q, Logger: log, Tokens: tokens, MaxBodyBytes: o.maxBody,
+		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer,
+	})
+	for _, mount := range serveMounts {
+		if err := mount(ctx, serveDeps{Runner: r, StoreDir: r.Store().Dir(), Logger: log, Server: api}); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot listen").With("addr", o.addr)
+	}
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	poolDone := make(chan struct{})
+	if o.noWorkers {
+		close(poolDone)
+	} else {
+		m := api.Metrics()
+		pool := worker.New(worker.Config{
+			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer,
+			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
+			Result:  func(res job.Result) { m.Finished(res, true) },
+			Stage:   func(_, stage string, d time.Duration) { m.Stage(stage, d) },
+		})
+		go func() { pool.Run(ctx); close(poolDone) }()
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	log.Info("serving", "addr", ln.Addr().String(), "store_dir", r.Store().Dir(), "workers", o.workers, "queue_capacity", o.capacity, "auth", tokens != nil)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return job.Wrap(job.CodeRunIOFailed, err, "server failed")
+	}
+	<-poolDone
+	log.Info("stopped")
+	return nil
+}
+
+func writerOrNil(f *os.File) interface{ Write([]byte) (int, error) } {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// loopback reports whether addr binds only a loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// httpStatus is the one place job error codes become HTTP statuses.
+// Policy denials never reach it: they are terminal results, not errors.
+func httpStatus(c job.Code) int {
+	switch c {
+	case job.CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case job.CodeJobNotFound:
+		return http.StatusNotFound
+	case job.CodeJobConflict, job.CodeNotTerminal:
+		return http.StatusConflict
+	case job.CodeQueueFull, job.CodeQueueClosed:
+		return http.StatusServiceUnavailable
+	case job.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case job.CodeForbidden:
+		return http.StatusForbidden
+	}
+	if c.Class() == "validation" {
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+// writeError writes {"error": {...}} with the mapped status.
+func writeError(w http.ResponseWriter, err error) {
+	jerr := job.AsError(err)
+	status := httpStatus(jerr.Code)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-runner"`)
+	}
+	writeJSON(w, status, map[string]any{"error": jerr})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := job.MarshalIndent(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal.error","message":"encoding failed"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// decodeJSON is a tiny helper for small bodies other than job requests.
+func decodeJSON(r *http.Request, v any) error {
+	return json.NewDecoder(r.Body).Decode(v)
+}

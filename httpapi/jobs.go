@@ -1,0 +1,301 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/store"
+)
+
+// submitMu serializes the check-then-create of a job id, so two
+// concurrent submits of the same id cannot both create it.
+var submitMu sync.Mutex
+
+// Accepted is the 202 body of POST /v1/jobs.
+type Accepted struct {
+	JobID  string     `json:"job_id"`
+	Status job.Status `json:"status"`
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeError(w, job.Errorf(job.CodeBodyTooLarge, "request body is larger than %d bytes", s.cfg.MaxBodyBytes))
+		return
+	}
+	if err != nil {
+		writeError(w, job.Wrap(job.CodeInvalidRequest, err, "cannot read request body"))
+		return
+	}
+	req, err := job.DecodeRequest(data)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// W3C traceparent joins the caller's trace; its trace id becomes
+	// trace.trace_id when the request names none.
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		req.Trace = req.Trace.WithString(job.TraceID, sc.TraceID().String())
+	}
+	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
+	defer span.End()
+	if err := s.cfg.Runner.Prepare(req); err != nil {
+		writeError(w, err)
+		return
+	}
+	st := s.cfg.Runner.Store()
+	submitMu.Lock()
+	if st.Exists(req.JobID) {
+		submitMu.Unlock()
+		s.resubmit(w, *req)
+		return
+	}
+	err = st.Create(req.JobID)
+	submitMu.Unlock()
+	if err == nil {
+		err = st.WriteRequest(*req)
+	}
+	if err == nil {
+		err = st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusQueued, Backend: req.Backend.Kind})
+	}
+	if err == nil {
+		payload, _ := json.Marshal(req)
+		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)
+	}
+	if err != nil {
+		_ = st.Remove(req.JobID) // nothing half-accepted stays behind
+		s.metrics.rejected(job.CodeOf(err))
+		writeError(w, err)
+		return
+	}
+	_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
+	s.metrics.accepted(req.Backend.Kind)
+	s.log.Info("job accepted", "job_id", req.JobID, "trace_id", req.Trace.String(job.TraceID), "backend", req.Backend.Kind)
+	writeJSON(w, http.StatusAccepted, Accepted{JobID: req.JobID, Status: job.StatusQueued})
+}
+
+// resubmit answers a submit whose job_id exists: the same request is
+// idempotent, a different one is a conflict.
+func (s *Server) resubmit(w http.ResponseWriter, req job.Request) {
+	st := s.cfg.Runner.Store()
+	prev, err := st.ReadRequest(req.JobID)
+	if err != nil || job.RequestSHA256(prev) != job.RequestSHA256(req) {
+		writeError(w, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID))
+		return
+	}
+	status := job.StatusQueued
+	if rec, err := st.ReadStatus(req.JobID); err == nil {
+		status = rec.Status
+	}
+	writeJSON(w, http.StatusOK, Accepted{JobID: req.JobID, Status: status})
+}
+
+// JobStatus is the body of GET /v1/jobs/{id} before the job is terminal.
+type JobStatus struct {
+	JobID     string     `json:"job_id"`
+	Status    job.Status `json:"status"`
+	Attempt   int        `json:"attempt,omitempty"`
+	Backend   string     `json:"backend,omitempty"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("job_id")
+	st := s.cfg.Runner.Store()
+	if res, err := st.ReadResult(id); err == nil {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	rec, err := st.ReadStatus(id)
+	if err != nil {
+		writeError(w, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, JobStatus{JobID: id, Status: rec.Status, Attempt: rec.Attempt, Backend: rec.Backend, UpdatedAt: rec.UpdatedAt})
+}
+
+// JobList is the body of GET /v1/jobs.
+type JobList struct {
+	Jobs       []JobStatus `json:"jobs"`
+	NextCursor string      `json:"next_cursor,omitempty"`
+}
+
+// list pages through jobs in id order (ids are time-ordered UUIDv7s).
+// Filters: status=a,b; trace.<key>=value; limit (<= 1000); cursor.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, job.Errorf(job.CodeInvalidRequest, "limit must be between 1 and 1000"))
+			return
+		}
+		limit = n
+	}
+	var statuses []job.Status
+	for _, v := range strings.Split(q.Get("status"), ",") {
+		if v == "" {
+			continue
+		}
+		if !job.Status(v).Valid() {
+			writeError(w, job.Errorf(job.CodeInvalidRequest, "unknown status %q", v))
+			return
+		}
+		statuses = append(statuses, job.Status(v))
+	}
+	traceFilter := map[string]string{}
+	for k, vs := range q {
+		if key, ok := strings.CutPrefix(k, "trace."); ok {
+			traceFilter[key] = vs[0]
+		}
+	}
+	st := s.cfg.Runner.Store()
+	ids, err := st.List()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	cursor := q.Get("cursor")
+	out := JobList{Jobs: []JobStatus{}}
+	for _, id := range ids {
+		if cursor != "" && id <= cursor {
+			continue
+		}
+		rec, err := st.ReadStatus(id)
+		if err != nil || (len(statuses) > 0 && !slices.Contains(statuses, rec.Status)) {
+			continue
+		}
+		if len(traceFilter) > 0 && !s.traceMatches(id, traceFilter) {
+			continue
+		}
+		if len(out.Jobs) == limit {
+			out.NextCursor = out.Jobs[len(out.Jobs)-1].JobID
+			break
+		}
+		out.Jobs = append(out.Jobs, JobStatus{JobID: id, Status: rec.Status, Attempt: rec.Attempt, Backend: rec.Backend, UpdatedAt: rec.UpdatedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) traceMatches(id string, want map[string]string) bool {
+	req, err := s.cfg.Runner.Store().ReadRequest(id)
+	if err != nil {
+		return false
+	}
+	for k, v := range want {
+		if req.Trace.String(k) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// cancel stops a job: a queued job is finished as canceled and never
+// starts; a running job is killed by its worker. A terminal job is
+// returned unchanged.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("job_id")
+	st := s.cfg.Runner.Store()
+	if res, err := st.ReadResult(id); err == nil {
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
+	rec, err := st.ReadStatus(id)
+	if err != nil {
+		writeError(w, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id))
+		return
+	}
+	_ = s.cfg.Queue.Cancel(id)
+	if rec.Status == job.StatusQueued {
+		if req, err := st.ReadRequest(id); err == nil {
+			res := s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunCanceled, "job was canceled before it started"), rec.Attempt)
+			_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: res.Status})
+			s.metrics.finished(res)
+		}
+	}
+	// A running job's worker writes the canceled result; wait briefly.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if res, err := st.ReadResult(id); err == nil {
+			writeJSON(w, http.StatusOK, res)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	writeJSON(w, http.StatusAccepted, JobStatus{JobID: id, Status: rec.Status, UpdatedAt: time.Now().UTC()})
+}
+
+func (s *Server) artifacts(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("job_id")
+	res, err := s.terminal(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "artifacts": res.Artifacts})
+}
+
+// terminal returns the result of a finished job, job.not_terminal for a
+// queued or running one, job.not_found otherwise.
+func (s *Server) terminal(id string) (job.Result, error) {
+	st := s.cfg.Runner.Store()
+	res, err := st.ReadResult(id)
+	if err == nil {
+		return res, nil
+	}
+	if _, err := st.ReadStatus(id); err == nil {
+		return job.Result{}, job.Errorf(job.CodeNotTerminal, "job has not finished").With("job_id", id)
+	}
+	return job.Result{}, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id)
+}
+
+// download serves one recorded artifact. The path is looked up in the
+// job's artifact list, never used as a filesystem path directly.
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	id, path := r.PathValue("job_id"), r.PathValue("path")
+	res, err := s.terminal(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, a := range res.Artifacts {
+		if a.Path != path {
+			continue
+		}
+		root, err := os.OpenRoot(filepath.Join(s.cfg.Runner.Store().RunDir(id), store.ArtifactsDir))
+		if err != nil {
+			writeError(w, job.Wrap(job.CodeRunIOFailed, err, "artifact storage is unreadable"))
+			return
+		}
+		defer root.Close()
+		f, err := root.Open(filepath.FromSlash(a.Path))
+		if err != nil {
+			writeError(w, job.Wrap(job.CodeRunIOFailed, err, "artifact file is missing"))
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("X-Content-SHA256", a.SHA256)
+		w.Header().Set("Digest", "sha-256="+a.SHA256)
+		http.ServeContent(w, r, filepath.Base(a.Path), res.EndedAt, f)
+		return
+	}
+	writeError(w, job.Errorf(job.CodeJobNotFound, "no such artifact").With("job_id", id).With("path", path))
+}

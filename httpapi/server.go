@@ -1,0 +1,157 @@
+// Package httpapi is agent-runner's HTTP door: the seed routes
+// (GET /health, POST /v1/jobs, GET /v1/jobs/{id}, GET /v1/jobs/{id}/artifacts)
+// plus listing, cancel, artifact download, live events over SSE and
+// WebSocket, Prometheus metrics and the OpenAPI document. Requests become
+// queued jobs; workers (package worker) run them. Error codes become HTTP
+// statuses in exactly one place (errors.go).
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
+)
+
+// Config configures a Server.
+type Config struct {
+	Runner *runner.Runner
+	Queue  *queue.Queue
+	Logger *slog.Logger
+	// Tokens, when non-nil, requires bearer tokens on every route but
+	// /health.
+	Tokens *Tokens
+	// MaxBodyBytes bounds request bodies (default 1 MiB).
+	MaxBodyBytes int64
+	// RequestTimeout bounds non-streaming requests (default 30 s).
+	RequestTimeout time.Duration
+	Registry       *prometheus.Registry
+	Tracer         trace.Tracer
+}
+
+// Server serves the HTTP API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *Metrics
+}
+
+// New builds a Server and registers its routes.
+func New(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger.WithGroup("http"), mux: http.NewServeMux()}
+	s.metrics = newMetrics(cfg.Registry, cfg.Queue)
+	s.routes()
+	return s
+}
+
+// Metrics returns the server's metrics, for the worker pool to feed.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Tracer is the tracer spans are recorded with.
+func (s *Server) Tracer() trace.Tracer { return s.cfg.Tracer }
+
+// Handler is the root handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Handle registers an extra route (task API, MCP) behind the same auth.
+func (s *Server) Handle(pattern, scope string, h http.Handler) {
+	s.mux.Handle(pattern, s.auth(scope, h))
+}
+
+// route is one registered route; the OpenAPI test checks this list against
+// the document.
+type route struct {
+	method, path, scope string
+	streaming           bool
+	h                   http.HandlerFunc
+}
+
+func (s *Server) table() []route {
+	return []route{
+		{"GET", "/health", "", false, s.health},
+		{"POST", "/v1/jobs", ScopeSubmit, false, s.submit},
+		{"GET", "/v1/jobs", ScopeRead, false, s.list},
+		{"GET", "/v1/jobs/{job_id}", ScopeRead, false, s.get},
+		{"DELETE", "/v1/jobs/{job_id}", ScopeCancel, false, s.cancel},
+		{"GET", "/v1/jobs/{job_id}/artifacts", ScopeRead, false, s.artifacts},
+		{"GET", "/v1/jobs/{job_id}/artifacts/{path...}", ScopeRead, true, s.download},
+		{"GET", "/v1/jobs/{job_id}/events", ScopeRead, true, s.events},
+		{"GET", "/v1/jobs/{job_id}/ws", ScopeRead, true, s.websocket},
+		{"GET", "/metrics", ScopeRead, false, s.metricsHandler},
+		{"GET", "/openapi.json", "", false, s.openapi},
+	}
+}
+
+func (s *Server) routes() {
+	for _, r := range s.table() {
+		var h http.Handler = r.h
+		if !r.streaming {
+			h = http.TimeoutHandler(h, s.cfg.RequestTimeout, `{"error":{"code":"internal.error","message":"request timed out"}}`)
+		}
+		if r.scope != "" {
+			h = s.auth(r.scope, h)
+		}
+		s.mux.Handle(r.method+" "+r.path, s.logged(h))
+	}
+}
+
+func (s *Server) auth(scope string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.cfg.Tokens.authorize(r, scope); err != nil {
+			writeError(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// Flush and Unwrap keep streaming and hijacking working through the recorder.
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) logged(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration_ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+

@@ -1,0 +1,108 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+type natsMsg = nats.Msg
+
+// Event types.
+const (
+	EventStatus = "status"
+	EventStdout = "stdout"
+	EventStderr = "stderr"
+)
+
+// Event is one live job event.
+type Event struct {
+	Type   string     `json:"type"`
+	JobID  string     `json:"job_id"`
+	Status job.Status `json:"status,omitempty"`
+	// Data is an output chunk; chunks are not guaranteed to end on UTF-8
+	// boundaries, so they travel as bytes (base64 in JSON).
+	Data    []byte    `json:"data,omitempty"`
+	Attempt int       `json:"attempt,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+// Sequenced is an event with its stream sequence, usable as an SSE id.
+type Sequenced struct {
+	Seq uint64
+	Event
+}
+
+// Publish sends an event without waiting for the stream's ack (status
+// events are small and ordered per publisher; loss only affects live
+// viewers, never the run record).
+func (q *Queue) Publish(ev Event) error {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = q.js.PublishAsync(eventsPrefix+ev.JobID, b)
+	return err
+}
+
+// Flush waits for pending asynchronous publishes.
+func (q *Queue) Flush(ctx context.Context) {
+	select {
+	case <-q.js.PublishAsyncComplete():
+	case <-ctx.Done():
+	}
+}
+
+// Events streams the events of jobID with sequence greater than after,
+// until ctx ends. The channel is closed when ctx is done.
+func (q *Queue) Events(ctx context.Context, jobID string, after uint64) (<-chan Sequenced, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsPrefix + jobID}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if after > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = after + 1
+	}
+	cons, err := q.js.OrderedConsumer(ctx, EventsStream, cfg)
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+	}
+	out := make(chan Sequenced, 64)
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	go func() {
+		defer close(out)
+		for {
+			msg, err := it.Next()
+			if err != nil {
+				return
+			}
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			var ev Event
+			if json.Unmarshal(msg.Data(), &ev) != nil {
+				continue
+			}
+			select {
+			case out <- Sequenced{Seq: meta.Sequence.Stream, Event: ev}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,236 @@
+// Package queue is agent-runner's job queue and live event bus on NATS
+// JetStream. By default it embeds a NATS server in-process (no network
+// listener) that stores under the run store; the same code can connect to
+// an external NATS server instead.
+//
+//   - Jobs go to a work-queue stream (subject ar.jobs.<job_id>) whose
+//     message limit is the queue capacity with discard-new, so a full queue
+//     refuses the publish (queue.full) and never drops an accepted job.
+//     Workers pull one message at a time, keep it alive while the job runs
+//     and acknowledge it only after result.json is written; a worker that
+//     dies leaves the message to be redelivered (at-least-once, with the
+//     delivery count as the attempt number).
+//   - Status changes and output chunks go to a memory events stream
+//     (subject ar.events.<job_id>), whose sequence numbers are the SSE event
+//     ids, so a client can resume with Last-Event-ID.
+//   - Cancellation is a core NATS message on ar.cancel that every worker
+//     process hears.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// errCodeMaxMsgs is JetStream's "maximum messages exceeded" error code,
+// returned by a discard-new stream that is full.
+const errCodeMaxMsgs = 10077
+
+// Stream and subject names.
+const (
+	JobsStream    = "AR_JOBS"
+	EventsStream  = "AR_EVENTS"
+	jobsPrefix    = "ar.jobs."
+	eventsPrefix  = "ar.events."
+	cancelSubject = "ar.cancel"
+	consumerName  = "workers"
+)
+
+// Config configures a Queue.
+type Config struct {
+	// URL of an external NATS server; empty embeds one.
+	URL string
+	// StoreDir holds the embedded server's JetStream files.
+	StoreDir string
+	// Capacity is the most jobs queued or running at once.
+	Capacity int64
+	// AckWait is how long a job message may go without a keep-alive
+	// before it is redelivered (default 10 s; workers refresh it).
+	AckWait time.Duration
+	// Listen, when set, also exposes the embedded server on this host:port.
+	Listen string
+}
+
+// Queue is a connection to the job and event streams.
+type Queue struct {
+	cfg    Config
+	server *server.Server // nil when external
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	jobs   jetstream.Stream
+	events jetstream.Stream
+	cons   jetstream.Consumer
+}
+
+// Open starts (or connects to) NATS and makes sure both streams exist.
+func Open(ctx context.Context, cfg Config) (*Queue, error) {
+	if cfg.Capacity <= 0 {
+		cfg.Capacity = 1024
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = 10 * time.Second
+	}
+	q := &Queue{cfg: cfg}
+	url := cfg.URL
+	var opts []nats.Option
+	if url == "" {
+		ns, err := embedded(cfg)
+		if err != nil {
+			return nil, err
+		}
+		q.server = ns
+		url = ns.ClientURL()
+		opts = append(opts, nats.InProcessServer(ns))
+	}
+	nc, err := nats.Connect(url, append(opts, nats.Name("agent-runner"), nats.MaxReconnects(-1))...)
+	if err != nil {
+		q.Close()
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot connect to NATS")
+	}
+	q.nc = nc
+	if q.js, err = jetstream.New(nc); err != nil {
+		q.Close()
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot open JetStream")
+	}
+	if err := q.ensureStreams(ctx); err != nil {
+		q.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func embedded(cfg Config) (*server.Server, error) {
+	opts := &server.Options{
+		JetStream:  true,
+		StoreDir:   filepath.Join(cfg.StoreDir, "nats"),
+		DontListen: cfg.Listen == "",
+		NoSigs:     true,
+		ServerName: "agent-runner",
+	}
+	if cfg.Listen != "" {
+		host, port, err := splitHostPort(cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		opts.Host, opts.Port = host, port
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot start embedded NATS")
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, job.Errorf(job.CodeQueueClosed, "embedded NATS did not start")
+	}
+	return ns, nil
+}
+
+func (q *Queue) ensureStreams(ctx context.Context) error {
+	var err error
+	q.jobs, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:      JobsStream,
+		Subjects:  []string{jobsPrefix + "*"},
+		Retention: jetstream.WorkQueuePolicy,
+		MaxMsgs:   q.cfg.Capacity,
+		Discard:   jetstream.DiscardNew,
+		Storage:   jetstream.FileStorage,
+	})
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot create the jobs stream")
+	}
+	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:     EventsStream,
+		Subjects: []string{eventsPrefix + "*"},
+		Storage:  jetstream.MemoryStorage,
+		MaxAge:   time.Hour,
+		MaxBytes: 256 << 20,
+		Discard:  jetstream.DiscardOld,
+	})
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot create the events stream")
+	}
+	q.cons, err = q.jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       consumerName,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.cfg.AckWait,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot create the workers consumer")
+	}
+	return nil
+}
+
+// Close drains the connection and stops an embedded server.
+func (q *Queue) Close() {
+	if q.nc != nil {
+		q.nc.Drain()
+		q.nc.Close()
+	}
+	if q.server != nil {
+		q.server.Shutdown()
+		q.server.WaitForShutdown()
+	}
+}
+
+// Conn is the underlying NATS connection.
+func (q *Queue) Conn() *nats.Conn { return q.nc }
+
+// Enqueue publishes a job. A full queue is job.CodeQueueFull.
+func (q *Queue) Enqueue(ctx context.Context, jobID string, payload []byte) error {
+	_, err := q.js.Publish(ctx, jobsPrefix+jobID, payload, jetstream.WithMsgID(jobID))
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgs:
+		return job.Errorf(job.CodeQueueFull, "job queue is full").With("capacity", q.cfg.Capacity)
+	}
+	return job.Wrap(job.CodeQueueClosed, err, "cannot enqueue job")
+}
+
+// Queued reports whether a message for jobID is still in the jobs stream.
+func (q *Queue) Queued(ctx context.Context, jobID string) (bool, error) {
+	_, err := q.jobs.GetLastMsgForSubject(ctx, jobsPrefix+jobID)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Depth is the number of jobs in the stream (queued or running).
+func (q *Queue) Depth(ctx context.Context) (uint64, error) {
+	info, err := q.jobs.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Msgs, nil
+}
+
+// Capacity is the configured queue capacity.
+func (q *Queue) Capacity() int64 { return q.cfg.Capacity }
+
+func splitHostPort(addr string) (string, int, error) {
+	var host string
+	var port int
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			host = addr[:i]
+			if _, err := fmt.Sscanf(addr[i+1:], "%d", &port); err != nil {
+				return "", 0, job.Errorf(job.CodeInvalidRequest, "bad NATS listen address %q", addr)
+			}
+			return host, port, nil
+		}
+	}
+	return "", 0, job.Errorf(job.CodeInvalidRequest, "bad NATS listen address %q", addr)
+}

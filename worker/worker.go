@@ -1,0 +1,212 @@
+// Package worker runs queued jobs: a pool of goroutines pulls job messages
+// from the queue, runs each through the pipeline with live status and
+// output events, keeps the message alive while the job runs, and
+// acknowledges it only after the result is recorded. It also hears cancel
+// requests for the jobs it is running, and decides what a redelivered job
+// (one that was running when a worker died) does: run again, or finish as
+// interrupted when its request opted out of retries.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/telemetry"
+)
+
+// Config configures a Pool.
+type Config struct {
+	Workers int
+	Runner  *runner.Runner
+	Queue   *queue.Queue
+	Logger  *slog.Logger
+	// Grace bounds how long Run waits for running jobs after its context
+	// ends; jobs still running are left unacknowledged and run again
+	// after a restart.
+	Grace time.Duration
+	// Result and Stage, when set, observe every finished job and stage
+	// (metrics, traces).
+	Result func(job.Result)
+	Stage  func(jobID, stage string, d time.Duration)
+	// Started observes a job picked up by a worker, with its attempt.
+	Started func(req job.Request, attempt int)
+	// Tracer records a job.run span per job and a span per stage, joined
+	// to the job's trace.trace_id (nil: no spans).
+	Tracer trace.Tracer
+}
+
+// Pool is a set of workers.
+type Pool struct {
+	cfg     Config
+	log     *slog.Logger
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+}
+
+// New returns a pool; call Run to start it.
+func New(cfg Config) *Pool {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
+	}
+	return &Pool{cfg: cfg, log: cfg.Logger.WithGroup("worker"), running: map[string]context.CancelFunc{}}
+}
+
+// Run pulls and runs jobs until ctx ends, then waits up to Grace for
+// running jobs.
+func (p *Pool) Run(ctx context.Context) error {
+	stop, err := p.cfg.Queue.OnCancel(p.cancel)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	// Jobs run on their own context so that shutting down the pool stops
+	// fetching without killing work in progress.
+	jobsCtx, killJobs := context.WithCancel(context.Background())
+	defer killJobs()
+	var wg sync.WaitGroup
+	for i := 0; i < p.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.loop(ctx, jobsCtx)
+		}()
+	}
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(p.cfg.Grace):
+		p.log.Warn("shutdown grace expired; running jobs will be retried after restart")
+	}
+	return nil
+}
+
+// Cancel cancels a job this pool is running; it reports whether it was.
+func (p *Pool) cancel(jobID string) {
+	p.mu.Lock()
+	c := p.running[jobID]
+	p.mu.Unlock()
+	if c != nil {
+		c()
+	}
+}
+
+func (p *Pool) loop(ctx, jobsCtx context.Context) {
+	for ctx.Err() == nil {
+		d, err := p.cfg.Queue.Next(ctx, 2*time.Second)
+		if errors.Is(err, queue.ErrNoJob) || ctx.Err() != nil {
+			continue
+		}
+		if err != nil {
+			p.log.Error("fetch failed", "error", err)
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		p.handle(jobsCtx, d)
+	}
+}
+
+func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
+	log := p.log.With("job_id", d.JobID, "attempt", d.Attempt)
+	var req job.Request
+	if err := json.Unmarshal(d.Payload, &req); err != nil || req.JobID != d.JobID {
+		log.Error("dropping an undecodable job message", "error", err)
+		_ = d.Done(ctx)
+		return
+	}
+	log = log.With("trace_id", req.Trace.String(job.TraceID))
+	st := p.cfg.Runner.Store()
+	if _, err := st.ReadResult(req.JobID); err == nil {
+		_ = d.Done(ctx) // already finished or canceled while queued
+		return
+	}
+	if p.cfg.Started != nil {
+		p.cfg.Started(req, d.Attempt)
+	}
+	var res job.Result
+	if d.Attempt > 1 && req.OnInterrupt == "fail" {
+		log.Warn("job was interrupted and opted out of retries")
+		res = p.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunInterrupted, "the runner stopped while the job was running").With("attempt", d.Attempt-1), d.Attempt)
+		p.publishStatus(req.JobID, res.Status, d.Attempt)
+	} else {
+		res = p.execute(ctx, req, d)
+	}
+	if err := d.Done(context.Background()); err != nil {
+		log.Error("ack failed; the job may run again", "error", err)
+	}
+	log.Info("job finished", "status", res.Status, "duration_ms", res.DurationMS)
+	if p.cfg.Result != nil {
+		p.cfg.Result(res)
+	}
+}
+
+func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) job.Result {
+	jobCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	p.running[req.JobID] = cancel
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, req.JobID)
+		p.mu.Unlock()
+	}()
+	// Keep the message alive while the job runs.
+	stopKeepAlive := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopKeepAlive:
+				return
+			case <-t.C:
+				_ = d.KeepAlive()
+			}
+		}
+	}()
+	defer close(stopKeepAlive)
+	q := p.cfg.Queue
+	spanCtx, span := p.cfg.Tracer.Start(telemetry.JobContext(jobCtx, req), "job.run")
+	span.SetAttributes(attribute.String(telemetry.KeyJobID, req.JobID), attribute.Int("attempt", d.Attempt))
+	defer span.End()
+	stage := func(id, name string, dur time.Duration) {
+		telemetry.StageSpan(spanCtx, p.cfg.Tracer, id, name, dur)
+		if p.cfg.Stage != nil {
+			p.cfg.Stage(id, name, dur)
+		}
+	}
+	return p.cfg.Runner.Execute(jobCtx, req, runner.Options{
+		Attempt: d.Attempt,
+		Status:  func(id string, s job.Status) { p.publishStatus(id, s, d.Attempt) },
+		Output: func(id, stream string, b []byte) {
+			_ = q.Publish(queue.Event{Type: stream, JobID: id, Data: append([]byte(nil), b...)})
+		},
+		Stage: stage,
+	})
+}
+
+func (p *Pool) publishStatus(id string, s job.Status, attempt int) {
+	_ = p.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: s, Attempt: attempt})
+}
