@@ -88,7 +88,9 @@ func (m *Metrics) finished(res job.Result) {
 }
 
 // Stage records one pipeline stage's latency.
-func (m *Metrics) Stage(stage string, d time.Duration) { m.stages.WithLabelValues(stage).Observe(d.Seconds()) }
+func (m *Metrics) Stage(stage string, d time.Duration) {
+	m.stages.WithLabelValues(stage).Observe(d.Seconds())
+}
 
 func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
