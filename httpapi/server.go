@@ -154,3 +154,16 @@ func (s *Server) logged(h http.Handler) http.Handler {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
+
+// RouteInfo names one served route.
+type RouteInfo struct{ Method, Path string }
+
+// Routes lists the routes New registers (used by the OpenAPI test).
+func Routes() []RouteInfo {
+	var s Server
+	var out []RouteInfo
+	for _, r := range s.table() {
+		out = append(out, RouteInfo{r.method, r.path})
+	}
+	return out
+}
