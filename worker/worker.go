@@ -141,6 +141,12 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		_ = d.Done(ctx) // already finished or canceled while queued
 		return
 	}
+	// A job whose record says running was interrupted: its worker died.
+	// The store is consulted as well as the delivery count, because a
+	// NATS server killed outright may not have persisted the count.
+	if rec, err := st.ReadStatus(req.JobID); err == nil && rec.Status == job.StatusRunning && d.Attempt <= rec.Attempt {
+		d.Attempt = rec.Attempt + 1
+	}
 	if p.cfg.Started != nil {
 		p.cfg.Started(req, d.Attempt)
 	}
