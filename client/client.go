@@ -101,9 +101,11 @@ func (c *Client) Submit(ctx context.Context, request []byte) (Accepted, error) {
 }
 
 // Get returns a job's status, with the result once terminal.
-func (c *Client) Get(ctx context.Context, id string) (Status, error) {
+func (c *Client) Get(ctx context.Context, id string) (Status, error) { return c.get(ctx, id, "") }
+
+func (c *Client) get(ctx context.Context, id, query string) (Status, error) {
 	var raw json.RawMessage
-	if err := c.getJSON(ctx, "/v1/jobs/"+url.PathEscape(id), &raw); err != nil {
+	if err := c.getJSON(ctx, "/v1/jobs/"+url.PathEscape(id)+query, &raw); err != nil {
 		return Status{}, err
 	}
 	var head struct {
@@ -125,13 +127,14 @@ func (c *Client) Get(ctx context.Context, id string) (Status, error) {
 	return st, nil
 }
 
-// Wait polls until the job is terminal and returns its result.
+// Wait long-polls until the job is terminal and returns its result;
+// every is the pause between polls when the server answers early.
 func (c *Client) Wait(ctx context.Context, id string, every time.Duration) (job.Result, error) {
 	if every <= 0 {
 		every = 100 * time.Millisecond
 	}
 	for {
-		st, err := c.Get(ctx, id)
+		st, err := c.get(ctx, id, "?wait=20s")
 		if err != nil {
 			return job.Result{}, err
 		}

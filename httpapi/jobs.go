@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -115,9 +116,24 @@ type JobStatus struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 }
 
+// get returns the status, or the result once terminal. With ?wait=DURATION
+// (at most 25 s) it long-polls: it answers as soon as the job is terminal
+// or the wait ends.
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("job_id")
 	st := s.cfg.Runner.Store()
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 25*time.Second {
+			writeError(w, job.Errorf(job.CodeInvalidRequest, "wait must be a duration up to 25s"))
+			return
+		}
+		if _, err := st.ReadStatus(id); err == nil {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			_ = s.cfg.Queue.WaitTerminal(ctx, id, func() bool { _, err := st.ReadResult(id); return err == nil })
+			cancel()
+		}
+	}
 	if res, err := st.ReadResult(id); err == nil {
 		writeJSON(w, http.StatusOK, res)
 		return

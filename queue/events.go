@@ -106,3 +106,30 @@ func (q *Queue) Events(ctx context.Context, jobID string, after uint64) (<-chan 
 	}()
 	return out, nil
 }
+
+// WaitTerminal returns when a terminal status event for jobID is
+// published, ctx ends, or done reports true (checked once the
+// subscription is in place, so a result written just before is not
+// missed).
+func (q *Queue) WaitTerminal(ctx context.Context, jobID string, done func() bool) error {
+	ch := make(chan *nats.Msg, 16)
+	sub, err := q.nc.ChanSubscribe(eventsPrefix+jobID, ch)
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+	}
+	defer sub.Unsubscribe()
+	if done() {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m := <-ch:
+			var ev Event
+			if json.Unmarshal(m.Data, &ev) == nil && ev.Type == EventStatus && ev.Status.Terminal() {
+				return nil
+			}
+		}
+	}
+}
