@@ -60,7 +60,7 @@ func New(cfg Config) *Server {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.WithGroup("http"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux()}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queue)
 	s.routes()
 	return s

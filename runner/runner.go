@@ -75,7 +75,7 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	st.Durable = cfg.Durable
-	return &Runner{cfg: cfg, store: st, log: cfg.Logger.WithGroup("runner")}, nil
+	return &Runner{cfg: cfg, store: st, log: cfg.Logger.With("component", "runner")}, nil
 }
 
 // Store returns the run store.

@@ -68,7 +68,7 @@ func New(cfg Config) *Pool {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
 	}
-	return &Pool{cfg: cfg, log: cfg.Logger.WithGroup("worker"), running: map[string]context.CancelFunc{}}
+	return &Pool{cfg: cfg, log: cfg.Logger.With("component", "worker"), running: map[string]context.CancelFunc{}}
 }
 
 // Run pulls and runs jobs until ctx ends, then waits up to Grace for
