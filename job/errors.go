@@ -45,6 +45,8 @@ const (
 	CodeForbidden      Code = "auth.forbidden"
 	CodeBodyTooLarge   Code = "validation.body_too_large"
 	CodeInternal       Code = "internal.error"
+	// CodeToolDenied: an agent asked for a tool its manifest does not grant.
+	CodeToolDenied Code = "policy.tool_denied"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).
