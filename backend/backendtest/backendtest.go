@@ -46,6 +46,13 @@ func (b *Buffer) String() string {
 func Spec(t *testing.T, argv ...string) (backend.Spec, *Buffer, *Buffer) {
 	t.Helper()
 	dir := t.TempDir()
+	// Sandboxing backends run as an unprivileged host uid: make the path
+	// to the workspace searchable (t.TempDir's parent is 0700).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ws := filepath.Join(dir, "ws")
 	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/agent-runner/agent-runner/backend/firecracker"
+	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
 )
 
@@ -24,6 +25,8 @@ var rootCmd = &cobra.Command{
 }
 
 func main() {
+	// A process re-exec'd as the sandbox init never returns from here.
+	linuxsandbox.MaybeInit()
 	os.Exit(execute(os.Args[1:]))
 }
 

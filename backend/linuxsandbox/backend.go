@@ -1,0 +1,315 @@
+// Package linuxsandbox is the linux_sandbox backend: agent-runner re-execs
+// itself as a small init inside new user, mount, pid, net, ipc, uts and
+// cgroup namespaces. The init builds a fresh tmpfs root holding read-only
+// binds of the host toolchain (/usr, /bin, /lib*, /etc with secrets masked,
+// /opt), the job's snapshot read-write at /workspace, a size-capped tmpfs
+// /tmp, a fresh /proc and a minimal /dev, pivot_roots into it, brings up
+// loopback only, drops every capability, sets no_new_privs, applies
+// Landlock and a seccomp deny-list, and runs the workload as an
+// unprivileged uid. The runner places the init in cgroup v1 memory, pids
+// and cpu groups before it starts anything, and reads back peak memory,
+// CPU time and OOM kills. The init is pid 1 of the sandbox: when the
+// workload exits, times out or is canceled, or the runner dies, every
+// process in the sandbox dies with it.
+package linuxsandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Kind is the backend name.
+const Kind = "linux_sandbox"
+
+// initArg0 marks a process started as the sandbox init.
+const initArg0 = "agent-runner-sandbox-init"
+
+// Host ids the sandbox maps to when the runner is root: inside uids
+// 0..65535 become host uids hostIDBase..hostIDBase+65535, so nothing in the
+// sandbox is host root, and the workload runs as workloadID inside.
+const (
+	hostIDBase = 1_000_000
+	idRange    = 65536
+	workloadID = 1000
+)
+
+func init() { backend.Register(New()) }
+
+// Backend is the linux_sandbox backend.
+type Backend struct {
+	// Toolchain and Masked configure the host view (runner configuration).
+	Toolchain []string
+	Masked    []string
+	// RequireCgroups refuses to run (backend.unavailable) when cgroup
+	// limits cannot be applied, instead of reporting them not enforced.
+	RequireCgroups bool
+
+	once     sync.Once
+	probeErr error
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns a backend with the default host view.
+func New() *Backend { return &Backend{Toolchain: DefaultToolchain, Masked: DefaultMasked} }
+
+// Kind implements backend.Backend.
+func (b *Backend) Kind() string { return Kind }
+
+// Capabilities implements backend.Backend.
+func (b *Backend) Capabilities() backend.Capabilities {
+	enforces := []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead}
+	if cgroupsWritable() {
+		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
+	}
+	return backend.Capabilities{Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}}
+}
+
+// Available probes once whether this host can create the namespaces.
+func (b *Backend) Available(ctx context.Context) error {
+	b.once.Do(func() { b.probeErr = b.probe(ctx) })
+	return b.probeErr
+}
+
+// Run implements backend.Backend.
+func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
+	out := backend.Outcome{}
+	if spec.Workspace.Overlay() {
+		return out, job.Errorf(job.CodeBackendSetupFailed, "linux_sandbox does not mount overlay snapshots in this build; use snapshot_strategy copy")
+	}
+	if spec.Network != "" && spec.Network != job.NetworkDisabled {
+		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox only runs with network disabled").With("network", spec.Network)
+	}
+	for _, d := range append([]string{spec.Workspace.Dir}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...) {
+		if err := traversable(d); err != nil {
+			return out, err
+		}
+	}
+	root, err := os.MkdirTemp("", "agent-runner-root-")
+	if err != nil {
+		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
+	}
+	defer os.RemoveAll(root)
+	asRoot := os.Getuid() == 0
+	uid, gid := 0, 0
+	if asRoot {
+		uid, gid = workloadID, workloadID
+		if err := chownTree(spec.Workspace.Dir, hostIDBase+workloadID); err != nil {
+			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
+		}
+		os.Chmod(root, 0o755)
+	}
+	cfg := initConfig{
+		Argv: spec.Argv, Env: spec.Env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
+		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
+		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid,
+	}
+	return b.start(ctx, spec, cfg, asRoot)
+}
+
+func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, asRoot bool) (backend.Outcome, error) {
+	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead}}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the config pipe")
+	}
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the result pipe")
+	}
+	stdout, stderr := spec.Stdout, spec.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{initArg0}
+	cmd.Env = []string{}
+	cmd.Stdin = spec.Stdin
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = []*os.File{cfgR, resW}
+	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		Pdeathsig: syscall.SIGKILL,
+		Setpgid:   true,
+	}
+	if asRoot {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: idRange}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: idRange}}
+		// The runner's own kuid 0 is not in the map; become the mapped
+		// root before exec so the init keeps its namespace capabilities.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+		// The workload drops its supplementary groups with setgroups.
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+	} else {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	if err := cmd.Start(); err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		resR.Close()
+		resW.Close()
+		return out, job.Wrap(job.CodeBackendUnavail, err, "cannot create the sandbox namespaces")
+	}
+	cfgR.Close()
+	resW.Close()
+	cg, cgErr := newCgroup(spec.JobID, cmd.Process.Pid, spec.Limits)
+	if cgErr != nil {
+		out.NotEnforced = []string{job.LimitMemory, job.LimitCPU, job.LimitProcesses}
+		if b.RequireCgroups {
+			cmd.Process.Kill()
+			cfgW.Close()
+			cmd.Wait()
+			resR.Close()
+			return out, job.Wrap(job.CodeBackendUnavail, cgErr, "cgroup limits cannot be applied and the runner requires them")
+		}
+	} else {
+		out.Enforced = append(out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
+		defer cg.remove()
+	}
+	// The init waits for its config, so it and everything it starts are
+	// in the cgroups before any workload code runs.
+	json.NewEncoder(cfgW).Encode(cfg)
+	cfgW.Close()
+
+	reason := make(chan string, 1)
+	done := make(chan struct{})
+	go supervise(ctx, spec.Limits, cmd.Process.Pid, reason, done)
+	var res initResult
+	resDone := make(chan struct{})
+	go func() {
+		json.NewDecoder(resR).Decode(&res)
+		close(resDone)
+	}()
+	waitErr := cmd.Wait()
+	close(done)
+	<-resDone
+	resR.Close()
+	select {
+	case out.Reason = <-reason:
+	default:
+	}
+	if cg != nil {
+		out.PeakMemoryBytes, out.CPUTime = cg.usage()
+		if cg.oomKilled() && out.Reason == "" {
+			out.Reason = job.ReasonOOM
+		}
+	}
+	if res.Error != "" {
+		code := job.CodeBackendSetupFailed
+		if res.Stage == "exec" {
+			code = job.CodeRunSpawnFailed
+		}
+		return out, job.Errorf(code, "sandbox %s failed: %s", res.Stage, res.Error).With("stage", res.Stage)
+	}
+	switch {
+	case res.ExitCode != nil:
+		out.ExitCode = res.ExitCode
+		if out.Reason == "" {
+			out.Reason = job.ReasonExit
+		}
+	case res.Signal != 0:
+		out.Signal = unix.SignalName(syscall.Signal(res.Signal))
+		if out.Reason == "" {
+			out.Reason = job.ReasonSignal
+		}
+	default:
+		// The init itself was killed (timeout, cancel, OOM of the init).
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				out.Signal = unix.SignalName(ws.Signal())
+			}
+		}
+		if out.Reason == "" {
+			out.Reason = job.ReasonSignal
+		}
+	}
+	return out, nil
+}
+
+// supervise enforces timeout and cancellation: SIGTERM to the init (which
+// forwards it to every sandbox process), then SIGKILL, which takes the
+// whole pid namespace down.
+func supervise(ctx context.Context, lim backend.Limits, pid int, reason chan<- string, done <-chan struct{}) {
+	var timeout <-chan time.Time
+	if lim.Timeout > 0 {
+		t := time.NewTimer(lim.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+		return
+	case <-timeout:
+		reason <- job.ReasonTimeout
+	case <-ctx.Done():
+		reason <- job.ReasonCanceled
+	}
+	_ = unix.Kill(pid, unix.SIGTERM)
+	grace := lim.KillGrace
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+}
+
+// chownTree gives a snapshot to the sandbox's host uid.
+func chownTree(dir string, id int) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, id, id)
+	})
+}
+
+// traversable checks that every ancestor of dir can be searched by other
+// users: the sandbox init runs as an unprivileged host uid and must reach
+// the directories it binds.
+func traversable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return job.Wrap(job.CodeBackendSetupFailed, err, "cannot stat a parent of a sandbox directory")
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return job.Errorf(job.CodeBackendSetupFailed, "the sandbox uid cannot reach %s: %s is not searchable by others (chmod o+x, or move the store)", dir, p).
+				With("path", p)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}

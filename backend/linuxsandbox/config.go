@@ -1,0 +1,48 @@
+package linuxsandbox
+
+// initConfig is what the runner sends the sandbox init over its config
+// pipe (fd 3) after placing it in its cgroups.
+type initConfig struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	// Root is an empty host directory the init mounts its tmpfs root on.
+	Root string `json:"root"`
+	// Workspace is the host snapshot, mounted read-write at /workspace;
+	// WorkspaceFD is an open descriptor of it inherited by the init, so
+	// the init needs no permission on the path leading to it.
+	Workspace   string `json:"workspace"`
+	WorkspaceFD int    `json:"workspace_fd"`
+	// BindFDs maps each ReadOnly/Writable path to its inherited descriptor.
+	BindFDs   map[string]int `json:"bind_fds"`
+	Cwd       string         `json:"cwd"`
+	Toolchain []string       `json:"toolchain"` // host dirs bound read-only at the same path
+	Masked    []string       `json:"masked"`    // files hidden behind an empty file
+	ReadOnly  []string       `json:"read_only"`
+	Writable  []string       `json:"writable"`
+	TmpBytes  int64          `json:"tmp_bytes"`
+	// UID and GID run the workload inside the namespace.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+}
+
+// initResult is what the init reports on its result pipe (fd 4).
+type initResult struct {
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Signal   int    `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Stage names the setup step that failed, if Error is set.
+	Stage string `json:"stage,omitempty"`
+}
+
+// WorkspaceMount is where the job's snapshot appears inside the sandbox.
+const WorkspaceMount = "/workspace"
+
+// DefaultToolchain is the host view bound read-only into every sandbox.
+var DefaultToolchain = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"}
+
+// DefaultMasked are host secrets hidden even inside the read-only /etc.
+var DefaultMasked = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+	"/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_dsa_key",
+	"/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d", "/etc/machine-id",
+}

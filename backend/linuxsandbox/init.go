@@ -1,0 +1,113 @@
+package linuxsandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initHooked is set by MaybeInit so the backend knows re-exec will work.
+var initHooked bool
+
+// MaybeInit must be called first thing in main (and in TestMain of test
+// binaries that run linux_sandbox jobs). In a process started as the
+// sandbox init it sets up the sandbox, runs the workload and exits; in any
+// other process it only records that the hook is in place.
+func MaybeInit() {
+	initHooked = true
+	if len(os.Args) == 0 || os.Args[0] != initArg0 {
+		return
+	}
+	res := sandboxInit()
+	json.NewEncoder(os.NewFile(4, "result")).Encode(res)
+	os.Exit(0)
+}
+
+type stageError struct {
+	stage string
+	err   error
+}
+
+func fail(stage string, err error) initResult {
+	return initResult{Stage: stage, Error: err.Error()}
+}
+
+// sandboxInit runs inside the new namespaces as pid 1.
+func sandboxInit() initResult {
+	var cfg initConfig
+	if err := json.NewDecoder(os.NewFile(3, "config")).Decode(&cfg); err != nil {
+		return fail("config", err)
+	}
+	if err := buildRoot(cfg); err != nil {
+		return fail("mounts", err)
+	}
+	if err := loopbackUp(); err != nil {
+		return fail("network", err)
+	}
+	_ = unix.Sethostname([]byte("sandbox"))
+	if err := dropBoundingSet(); err != nil {
+		return fail("capabilities", err)
+	}
+	if err := restrictLandlock(cfg); err != nil {
+		return fail("landlock", err)
+	}
+	if err := loadSeccomp(); err != nil {
+		return fail("seccomp", err)
+	}
+	return runWorkload(cfg)
+}
+
+// runWorkload starts the workload as the sandbox uid and reaps every
+// process until it exits; then whatever it left behind is killed.
+func runWorkload(cfg initConfig) initResult {
+	dir := filepath.Join(WorkspaceMount, cfg.Cwd)
+	path := cfg.Argv[0]
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   cfg.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Setpgid:    true,
+			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: cfg.UID == 0},
+		},
+	}
+	pid, err := syscall.ForkExec(path, cfg.Argv, attr)
+	if err != nil {
+		return fail("exec", fmt.Errorf("%s: %w", cfg.Argv[0], err))
+	}
+	go func() {
+		for range sigs {
+			// Forward TERM to every process in the sandbox.
+			_ = unix.Kill(-1, unix.SIGTERM)
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fail("wait", err)
+		}
+		if got != pid {
+			continue // an orphan adopted by pid 1
+		}
+		_ = unix.Kill(-1, unix.SIGKILL)
+		if ws.Signaled() {
+			return initResult{Signal: int(ws.Signal())}
+		}
+		code := ws.ExitStatus()
+		return initResult{ExitCode: &code}
+	}
+}

@@ -1,0 +1,207 @@
+package linuxsandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// buildRoot assembles the sandbox filesystem on a tmpfs at cfg.Root and
+// pivot_roots into it.
+func buildRoot(cfg initConfig) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	root := cfg.Root
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
+		return fmt.Errorf("root tmpfs: %w", err)
+	}
+	for _, dir := range cfg.Toolchain {
+		if err := bindToolchain(root, dir); err != nil {
+			return err
+		}
+	}
+	for _, f := range cfg.Masked {
+		if err := mask(root, f); err != nil {
+			return err
+		}
+	}
+	if err := bind(cfg.Workspace, filepath.Join(root, WorkspaceMount), false); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	for _, d := range cfg.ReadOnly {
+		if err := bind(d, filepath.Join(root, d), true); err != nil {
+			return fmt.Errorf("read-only %s: %w", d, err)
+		}
+	}
+	for _, d := range cfg.Writable {
+		if err := bind(d, filepath.Join(root, d), false); err != nil {
+			return fmt.Errorf("writable %s: %w", d, err)
+		}
+	}
+	tmpSize := cfg.TmpBytes
+	if tmpSize <= 0 {
+		tmpSize = 64 << 20
+	}
+	if err := mountAt("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpSize, 10)); err != nil {
+		return fmt.Errorf("/tmp: %w", err)
+	}
+	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("/proc: %w", err)
+	}
+	if err := buildDev(root); err != nil {
+		return fmt.Errorf("/dev: %w", err)
+	}
+	return pivot(root)
+}
+
+func mountAt(src, target, fstype string, flags uintptr, data string) error {
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return err
+	}
+	return unix.Mount(src, target, fstype, flags, data)
+}
+
+// bindToolchain binds a host dir read-only, or recreates it as a symlink
+// when the host has it as one (usr-merge: /bin -> usr/bin).
+func bindToolchain(root, dir string) error {
+	fi, err := os.Lstat(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(dir)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, filepath.Join(root, dir))
+	}
+	return bind(dir, filepath.Join(root, dir), true)
+}
+
+// bind bind-mounts src on target, read-only if ro. The read-only remount
+// keeps the source's locked flags (nosuid, nodev, noexec), which a user
+// namespace may not clear; nosuid is always added.
+func bind(src, target string, ro bool) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		err = os.MkdirAll(target, 0o755)
+	} else {
+		err = touch(target)
+	}
+	if err != nil {
+		return err
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(target, &st); err != nil {
+		return err
+	}
+	flags := uintptr(unix.MS_BIND|unix.MS_REMOUNT|unix.MS_NOSUID) | lockedFlags(st.Flags)
+	if ro {
+		flags |= unix.MS_RDONLY
+	}
+	if err := unix.Mount("", target, "", flags, ""); err != nil {
+		return fmt.Errorf("remount %s: %w", src, err)
+	}
+	return nil
+}
+
+func lockedFlags(f int64) uintptr {
+	var out uintptr
+	for st, ms := range map[int64]uintptr{unix.ST_NODEV: unix.MS_NODEV, unix.ST_NOEXEC: unix.MS_NOEXEC, unix.ST_NOATIME: unix.MS_NOATIME, unix.ST_NODIRATIME: unix.MS_NODIRATIME, unix.ST_RELATIME: unix.MS_RELATIME} {
+		if f&st != 0 {
+			out |= ms
+		}
+	}
+	return out
+}
+
+func touch(p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// mask hides a host file or directory under an empty, read-only tmpfs or
+// an empty file.
+func mask(root, p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil // nothing to hide
+	}
+	target := filepath.Join(root, p)
+	if fi.IsDir() {
+		return unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
+	}
+	return unix.Mount("/dev/null", target, "", unix.MS_BIND, "")
+}
+
+// buildDev makes a minimal /dev: null, zero, full, random, urandom, tty
+// bound from the host, a private devpts, /dev/shm and the fd symlinks.
+func buildDev(root string) error {
+	dev := filepath.Join(root, "dev")
+	if err := mountAt("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for _, name := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		target := filepath.Join(dev, name)
+		if err := touch(target); err != nil {
+			return err
+		}
+		if err := unix.Mount("/dev/"+name, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := mountAt("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("devpts: %w", err)
+	}
+	if err := mountAt("tmpfs", filepath.Join(dev, "shm"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size=64m"); err != nil {
+		return err
+	}
+	for link, target := range map[string]string{"ptmx": "pts/ptmx", "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		if err := os.Symlink(target, filepath.Join(dev, link)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pivot makes root the new / and detaches the host's.
+func pivot(root string) error {
+	old := filepath.Join(root, ".oldroot")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(root, old); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount("/.oldroot", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	if err := os.Remove("/.oldroot"); err != nil {
+		return err
+	}
+	// The root tmpfs itself becomes read-only: only /workspace, /tmp,
+	// /dev/shm and the writable binds accept writes.
+	return unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
