@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +25,10 @@ func MaybeInit() {
 	if len(os.Args) == 0 || os.Args[0] != initArg0 {
 		return
 	}
+	// The config and result pipes must not reach the workload: a workload
+	// holding fd 4 could forge its own exit status.
+	unix.CloseOnExec(3)
+	unix.CloseOnExec(4)
 	res := sandboxInit()
 	json.NewEncoder(os.NewFile(4, "result")).Encode(res)
 	os.Exit(0)
@@ -37,8 +43,11 @@ func fail(stage string, err error) initResult {
 	return initResult{Stage: stage, Error: err.Error()}
 }
 
-// sandboxInit runs inside the new namespaces as pid 1.
+// sandboxInit runs inside the new namespaces as pid 1. It stays on one OS
+// thread: capabilities are per thread, and the workload is forked from the
+// thread that dropped them.
 func sandboxInit() initResult {
+	runtime.LockOSThread()
 	var cfg initConfig
 	if err := json.NewDecoder(os.NewFile(3, "config")).Decode(&cfg); err != nil {
 		return fail("config", err)
@@ -81,6 +90,7 @@ func runWorkload(cfg initConfig) initResult {
 			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: cfg.UID == 0},
 		},
 	}
+	closeExtraFDs()
 	pid, err := syscall.ForkExec(path, cfg.Argv, attr)
 	if err != nil {
 		return fail("exec", fmt.Errorf("%s: %w", cfg.Argv[0], err))
@@ -109,5 +119,20 @@ func runWorkload(cfg initConfig) initResult {
 		}
 		code := ws.ExitStatus()
 		return initResult{ExitCode: &code}
+	}
+}
+
+// closeExtraFDs marks every descriptor above stderr close-on-exec, so
+// nothing the init holds (its pipes, runtime or library descriptors)
+// reaches the workload.
+func closeExtraFDs() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
 	}
 }
