@@ -365,3 +365,21 @@ func statusStrings(ss []job.Status) []string {
 	}
 	return out
 }
+
+func TestRequireEnforcement(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), RequireEnforcement: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(context.Background(), job.Request{
+		Workspace: job.Workspace{Path: ws},
+		Command:   job.Command{Argv: []string{"true"}},
+		Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: "true"}}},
+	}, runner.Options{})
+	if err != nil || res.Status != job.StatusBackendUnavailable || res.Error.Details["not_enforced"] == nil {
+		t.Errorf("local_process under RequireEnforcement = %s %+v %v, want backend_unavailable naming what is not enforced", res.Status, res.Error, err)
+	}
+}
