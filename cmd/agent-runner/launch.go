@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-runner/agent-runner/agent/launch"
+)
+
+func init() {
+	var manifestPath, taskPath, runsDir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "launch --manifest FILE --task FILE [--runs-dir runs]",
+		Short: "Run a scripted agent task under its manifest's compiled policy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			task, err := launch.LoadTask(taskPath)
+			if err != nil {
+				return err
+			}
+			sum, err := launch.Scripted(cmd.Context(), manifestPath, task, launch.Options{RunsDir: runsDir})
+			if err != nil {
+				return err
+			}
+			return printRunSummary(cmd, sum, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&manifestPath, "manifest", "", "agent manifest (YAML, or JSON by extension)")
+	cmd.Flags().StringVar(&taskPath, "task", "", "task file (JSON, or YAML by extension)")
+	cmd.Flags().StringVar(&runsDir, "runs-dir", "runs", "directory for run directories")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json instead of text")
+	cmd.MarkFlagRequired("manifest")
+	cmd.MarkFlagRequired("task")
+	rootCmd.AddCommand(cmd)
+}
+
+// printRunSummary prints a run's outcome (shared by launch and run-agent).
+func printRunSummary(cmd *cobra.Command, sum launch.Summary, asJSON bool) error {
+	if asJSON {
+		return writeResult("", sum)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "run_id: %s\nrun_dir: %s\nexit_reason: %s\ntool_calls_used: %d/%d (allowed %d, denied %d, failed %d)\n",
+		sum.RunID, sum.RunDir, sum.ExitReason, sum.ToolCallsUsed, sum.MaxToolCalls, sum.Allowed, sum.Denied, sum.Failed)
+	for _, st := range sum.Steps {
+		state := "ok"
+		switch {
+		case !st.Allowed:
+			state = "denied: " + st.Reason
+		case !st.OK:
+			state = "failed: " + st.Reason
+		}
+		fmt.Fprintf(w, "  %d %s %s\n", st.Call, st.Tool, state)
+	}
+	if sum.FinalAnswer != "" {
+		fmt.Fprintf(w, "final_answer:\n%s\n", sum.FinalAnswer)
+	}
+	return nil
+}
