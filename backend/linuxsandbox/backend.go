@@ -186,7 +186,9 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		}
 	} else {
 		out.Enforced = append(out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
-		defer cg.remove()
+		// Exiting processes may keep the groups busy for a moment; remove
+		// them in the background instead of delaying the result.
+		defer func() { go cg.remove() }()
 	}
 	// The init waits for its config, so it and everything it starts are
 	// in the cgroups before any workload code runs.
