@@ -178,5 +178,8 @@ func normalizeArgs(args json.RawMessage) json.RawMessage {
 	if json.Compact(&buf, args) == nil {
 		return buf.Bytes()
 	}
-	return args
+	// Not JSON (a model's malformed arguments): keep it as a JSON string so
+	// the audit line stays valid; decoding it into the args struct fails.
+	b, _ := json.Marshal(string(args))
+	return b
 }

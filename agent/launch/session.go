@@ -71,6 +71,8 @@ type StepRecord struct {
 	OK      bool   `json:"ok"`
 	Code    string `json:"code,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+	// JobStatus is the job's status for subprocess tools.
+	JobStatus string `json:"job_status,omitempty"`
 }
 
 // Summary is summary.json.
@@ -132,11 +134,7 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 	s.Audit.SetClock(o.Now)
 	jobs := o.Jobs
 	if jobs == nil {
-		r, err := runner.New(runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger})
-		if err != nil {
-			return nil, err
-		}
-		jobs = r
+		jobs = &lazyRunner{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger}}
 	}
 	s.Gateway = gateway.New(p, s.Audit, jobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger))
 	pol, _ := json.Marshal(p)
@@ -166,6 +164,12 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (
 		e := job.AsError(err)
 		rec.Code, rec.Reason = string(e.Code), e.Message
 		rec.Allowed = job.StatusFor(e.Code) != job.StatusPolicyDenied
+	}
+	var js struct {
+		Status string `json:"status"`
+	}
+	if err == nil && json.Unmarshal(out, &js) == nil {
+		rec.JobStatus = js.Status
 	}
 	s.steps = append(s.steps, rec)
 	return out, err
@@ -207,4 +211,22 @@ func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
 		return sum, job.Wrap(job.CodeRunIOFailed, aerr, "write audit")
 	}
 	return sum, nil
+}
+
+// lazyRunner opens the run's job store on the first subprocess tool call,
+// so runs without one have no jobs/ directory.
+type lazyRunner struct {
+	cfg runner.Config
+	r   *runner.Runner
+}
+
+func (l *lazyRunner) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
+	if l.r == nil {
+		r, err := runner.New(l.cfg)
+		if err != nil {
+			return job.Result{}, err
+		}
+		l.r = r
+	}
+	return l.r.Run(ctx, req, opts)
 }
