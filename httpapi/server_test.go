@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,14 +27,13 @@ import (
 )
 
 type env struct {
-	t      *testing.T
-	url    string
-	c      *client.Client
-	r      *runner.Runner
-	q      *queue.Queue
-	ws     string
-	start  func() // starts the worker pool
-	stopMu sync.Mutex
+	t     *testing.T
+	url   string
+	c     *client.Client
+	r     *runner.Runner
+	q     *queue.Queue
+	ws    string
+	start func() // starts the worker pool
 }
 
 type opts struct {

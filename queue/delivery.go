@@ -42,7 +42,7 @@ func (q *Queue) Next(ctx context.Context, maxWait time.Duration) (Delivery, erro
 		}
 		return Delivery{}, job.Wrap(job.CodeQueueClosed, err, "cannot fetch from the job queue")
 	}
-	for msg := range batch.Messages() {
+	if msg, ok := <-batch.Messages(); ok && msg != nil {
 		meta, err := msg.Metadata()
 		attempt := 1
 		if err == nil {

@@ -34,11 +34,6 @@ func MaybeInit() {
 	os.Exit(0)
 }
 
-type stageError struct {
-	stage string
-	err   error
-}
-
 func fail(stage string, err error) initResult {
 	return initResult{Stage: stage, Error: err.Error()}
 }
