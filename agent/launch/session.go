@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -217,10 +218,13 @@ func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
 // so runs without one have no jobs/ directory.
 type lazyRunner struct {
 	cfg runner.Config
+	mu  sync.Mutex
 	r   *runner.Runner
 }
 
 func (l *lazyRunner) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.r == nil {
 		r, err := runner.New(l.cfg)
 		if err != nil {
