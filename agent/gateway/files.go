@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"sort"
 
 	"golang.org/x/sys/unix"
 
@@ -104,6 +106,7 @@ func listLogs(g *Gateway, a *ListLogsArgs) (func(context.Context) (ListLogsResul
 			return ListLogsResult{}, job.Wrap(job.CodeRunIOFailed, err, "read directory").With("path", a.Directory)
 		}
 		res := ListLogsResult{Directory: a.Directory, Entries: []Entry{}}
+		sortEntries(ents)
 		if len(ents) > MaxListEntries {
 			ents, res.Truncated = ents[:MaxListEntries], true
 		}
@@ -164,4 +167,9 @@ func readLog(g *Gateway, a *ReadLogArgs) (func(context.Context) (ReadLogResult, 
 		res.Content = string(buf)
 		return res, nil
 	}, nil
+}
+
+// sortEntries orders a directory listing by name so results are stable.
+func sortEntries(ents []fs.DirEntry) {
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
 }

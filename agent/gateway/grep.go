@@ -117,6 +117,7 @@ func (w *grepWalk) dir(ctx context.Context, p string, depth int) error {
 	if err != nil && err != io.EOF {
 		return job.Wrap(job.CodeRunIOFailed, err, "read directory").With("path", p)
 	}
+	sortEntries(ents)
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
 			return job.Wrap(job.CodeRunCanceled, err, "grep canceled")
