@@ -76,6 +76,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		err = st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusQueued, Backend: req.Backend.Kind})
 	}
 	if err == nil {
+		// The queued event goes out before the job can reach a worker, so
+		// it always precedes "running" in the event stream.
+		_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
 		payload, _ := json.Marshal(req)
 		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)
 	}
@@ -85,7 +88,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
 	s.metrics.accepted(req.Backend.Kind)
 	s.log.Info("job accepted", "job_id", req.JobID, "trace_id", req.Trace.String(job.TraceID), "backend", req.Backend.Kind)
 	writeJSON(w, http.StatusAccepted, Accepted{JobID: req.JobID, Status: job.StatusQueued})

@@ -372,7 +372,7 @@ func TestEventsSSEAndResume(t *testing.T) {
 	if got := strings.Join(out, ""); got != "line 0\nline 1\nline 2\n" {
 		t.Errorf("live stdout = %q", got)
 	}
-	if types[0] != "status:queued" || types[len(types)-1] != "status:completed" {
+	if len(types) < 3 || types[0] != "status:queued" || types[1] != "status:running" || types[len(types)-1] != "status:completed" {
 		t.Errorf("event order = %v", types)
 	}
 	// Resume after the second event: only later events arrive.
