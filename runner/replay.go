@@ -110,12 +110,20 @@ func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedR
 	want := old.res.Replay.WorkspaceSnapshotSHA256
 	if b, err := os.ReadFile(filepath.Join(runDir, SnapshotManifestFile)); err == nil {
 		var m snapshot.Manifest
-		if json.Unmarshal(b, &m) == nil && m.SHA256 == want {
+		src := filepath.Join(runDir, store.SnapshotDir)
+		if json.Unmarshal(b, &m) == nil && m.Lower != "" {
+			// Overlay: the lower layer is the pristine workspace state.
+			src = m.Lower
+			if full, err := snapshot.LayerManifest(m.Lower); err == nil {
+				m = full
+			}
+		}
+		if m.SHA256 == want {
 			tmp, err := os.MkdirTemp(r.store.Dir(), ".replay-")
 			if err != nil {
 				return "", "", job.Wrap(job.CodeRunIOFailed, err, "cannot create replay workspace")
 			}
-			if err := snapshot.Restore(ctx, filepath.Join(runDir, store.SnapshotDir), tmp, m); err == nil {
+			if err := snapshot.Restore(ctx, src, tmp, m); err == nil {
 				return tmp, "snapshot", nil
 			}
 			os.RemoveAll(tmp)

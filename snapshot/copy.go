@@ -22,7 +22,10 @@ type Manifest struct {
 	Skips  []Skip `json:"skipped,omitempty"`
 	// Entries lists every copied entry with its content hash, so a replay
 	// can verify the snapshot it reuses.
-	Entries []Record `json:"entries"`
+	Entries []Record `json:"entries,omitempty"`
+	// Lower is set instead of Entries for an overlay snapshot: the cached
+	// layer the job ran on (its own manifest lists the entries).
+	Lower string `json:"lower,omitempty"`
 }
 
 // Record is one entry of a snapshot manifest.

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -75,7 +76,7 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if cgroupsWritable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
-	return backend.Capabilities{Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}}
+	return backend.Capabilities{Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}, Overlay: true}
 }
 
 // Available probes once whether this host can create the namespaces.
@@ -87,13 +88,14 @@ func (b *Backend) Available(ctx context.Context) error {
 // Run implements backend.Backend.
 func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
 	out := backend.Outcome{}
-	if spec.Workspace.Overlay() {
-		return out, job.Errorf(job.CodeBackendSetupFailed, "linux_sandbox does not mount overlay snapshots in this build; use snapshot_strategy copy")
-	}
 	if spec.Network != "" && spec.Network != job.NetworkDisabled {
 		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox only runs with network disabled").With("network", spec.Network)
 	}
-	for _, d := range append([]string{spec.Workspace.Dir}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...) {
+	binds := append([]string{spec.Workspace.Dir, spec.Workspace.Lower, spec.Workspace.Upper}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...)
+	for _, d := range binds {
+		if d == "" {
+			continue
+		}
 		if err := traversable(d); err != nil {
 			return out, err
 		}
@@ -107,13 +109,14 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	uid, gid := 0, 0
 	if asRoot {
 		uid, gid = workloadID, workloadID
-		if err := chownTree(spec.Workspace.Dir, hostIDBase+workloadID); err != nil {
+		if err := giveWorkspace(spec.Workspace, hostIDBase+workloadID); err != nil {
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
 	}
 	cfg := initConfig{
 		Argv: spec.Argv, Env: spec.Env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
+		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid,
 	}
@@ -314,4 +317,28 @@ func traversable(dir string) error {
 			return nil
 		}
 	}
+}
+
+// giveWorkspace hands the job's writable directories to the sandbox's host
+// uid. An overlay's shared lower layer is chowned once (a marker beside it
+// records that), its per-job upper and work dirs every time.
+func giveWorkspace(ws backend.Workspace, id int) error {
+	if !ws.Overlay() {
+		return chownTree(ws.Dir, id)
+	}
+	marker := filepath.Join(filepath.Dir(ws.Lower), fmt.Sprintf(".owner-%d", id))
+	if _, err := os.Stat(marker); err != nil {
+		if err := chownTree(ws.Lower, id); err != nil {
+			return err
+		}
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, d := range []string{ws.Upper, ws.Work} {
+		if err := os.Lchown(d, id, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

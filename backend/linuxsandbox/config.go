@@ -7,19 +7,19 @@ type initConfig struct {
 	Env  []string `json:"env"`
 	// Root is an empty host directory the init mounts its tmpfs root on.
 	Root string `json:"root"`
-	// Workspace is the host snapshot, mounted read-write at /workspace;
-	// WorkspaceFD is an open descriptor of it inherited by the init, so
-	// the init needs no permission on the path leading to it.
-	Workspace   string `json:"workspace"`
-	WorkspaceFD int    `json:"workspace_fd"`
-	// BindFDs maps each ReadOnly/Writable path to its inherited descriptor.
-	BindFDs   map[string]int `json:"bind_fds"`
-	Cwd       string         `json:"cwd"`
-	Toolchain []string       `json:"toolchain"` // host dirs bound read-only at the same path
-	Masked    []string       `json:"masked"`    // files hidden behind an empty file
-	ReadOnly  []string       `json:"read_only"`
-	Writable  []string       `json:"writable"`
-	TmpBytes  int64          `json:"tmp_bytes"`
+	// Workspace is the host snapshot, mounted read-write at /workspace.
+	Workspace string `json:"workspace"`
+	// Lower, Upper and Work, when set, make /workspace an overlay of the
+	// shared read-only lower layer and this job's upper layer instead.
+	Lower     string   `json:"lower,omitempty"`
+	Upper     string   `json:"upper,omitempty"`
+	Work      string   `json:"work,omitempty"`
+	Cwd       string   `json:"cwd"`
+	Toolchain []string `json:"toolchain"` // host dirs bound read-only at the same path
+	Masked    []string `json:"masked"`    // files hidden behind an empty file
+	ReadOnly  []string `json:"read_only"`
+	Writable  []string `json:"writable"`
+	TmpBytes  int64    `json:"tmp_bytes"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

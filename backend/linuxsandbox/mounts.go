@@ -29,7 +29,7 @@ func buildRoot(cfg initConfig) error {
 			return err
 		}
 	}
-	if err := bind(cfg.Workspace, filepath.Join(root, WorkspaceMount), false); err != nil {
+	if err := mountWorkspace(root, cfg); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	for _, d := range cfg.ReadOnly {
@@ -204,4 +204,20 @@ func pivot(root string) error {
 	// The root tmpfs itself becomes read-only: only /workspace, /tmp,
 	// /dev/shm and the writable binds accept writes.
 	return unix.Mount("", "/", "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// mountWorkspace puts the job's snapshot at /workspace: a bind of the copy,
+// or an overlay of the cached lower layer and the job's upper layer
+// (userxattr: overlay inside a user namespace keeps its metadata in user.*
+// xattrs).
+func mountWorkspace(root string, cfg initConfig) error {
+	target := filepath.Join(root, WorkspaceMount)
+	if cfg.Lower == "" {
+		return bind(cfg.Workspace, target, false)
+	}
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return err
+	}
+	opts := "lowerdir=" + cfg.Lower + ",upperdir=" + cfg.Upper + ",workdir=" + cfg.Work + ",userxattr"
+	return unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
 }

@@ -1,0 +1,96 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Cache file names inside one cached layer directory.
+const (
+	layerTree     = "tree"
+	layerManifest = "manifest.json"
+)
+
+// OverlayLower returns the read-only lower layer for src: a copy made
+// once per workspace state and reused by every later job on that state, so
+// the per-job snapshot cost is a stat walk, not a copy. Layers live under
+// cacheDir, keyed by a fingerprint of the selected entries' paths, modes,
+// sizes, mtimes and inodes (plus the include/exclude globs); the returned
+// manifest carries the content hash computed when the layer was filled,
+// which is the job's workspace_snapshot_sha256. A file changed in place
+// with its size and mtime preserved would keep the fingerprint; that is
+// the same trade-off build tools make with stat caches.
+func OverlayLower(ctx context.Context, cacheDir, src string, opt Options) (string, Manifest, error) {
+	key, err := fingerprint(ctx, src, opt)
+	if err != nil {
+		return "", Manifest{}, snapshotErr(err)
+	}
+	dir := filepath.Join(cacheDir, key)
+	if m, err := readLayer(dir); err == nil {
+		return filepath.Join(dir, layerTree), m, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", Manifest{}, snapshotErr(err)
+	}
+	tmp, err := os.MkdirTemp(cacheDir, ".fill-")
+	if err != nil {
+		return "", Manifest{}, snapshotErr(err)
+	}
+	os.Chmod(tmp, 0o755)
+	m, err := Copy(ctx, src, filepath.Join(tmp, layerTree), opt)
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", Manifest{}, err
+	}
+	b, _ := json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(tmp, layerManifest), b, 0o644); err != nil {
+		os.RemoveAll(tmp)
+		return "", Manifest{}, snapshotErr(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another job filled the same layer first: use it.
+		os.RemoveAll(tmp)
+		if m, err := readLayer(dir); err == nil {
+			return filepath.Join(dir, layerTree), m, nil
+		}
+		return "", Manifest{}, snapshotErr(err)
+	}
+	return filepath.Join(dir, layerTree), m, nil
+}
+
+// LayerManifest reads the full manifest of the layer whose tree is lower.
+func LayerManifest(lower string) (Manifest, error) { return readLayer(filepath.Dir(lower)) }
+
+func readLayer(dir string) (Manifest, error) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, layerManifest))
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, err
+	}
+	if m.SHA256 == "" {
+		return m, fmt.Errorf("layer manifest without a hash")
+	}
+	return m, nil
+}
+
+// fingerprint hashes the stat data of the selected entries.
+func fingerprint(ctx context.Context, src string, opt Options) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "v1\x00%q\x00%q\x00", opt.Include, opt.Exclude)
+	_, err := Walk(ctx, src, opt, func(e Entry) error {
+		fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%s\n", e.Rel, e.Mode, e.Size, e.ModTime, e.Ino, e.Target)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil))[:40], nil
+}
