@@ -21,7 +21,7 @@ type env struct {
 	g            *Gateway
 }
 
-func newEnv(t *testing.T, tools ...string) *env {
+func newEnv(t testing.TB, tools ...string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	allowed := filepath.Join(dir, "allowed")
@@ -35,7 +35,7 @@ func newEnv(t *testing.T, tools ...string) *env {
 	return &env{dir: dir, allowed: allowed, g: New(p, nil, nil, WithCwd(dir))}
 }
 
-func compile(t *testing.T, dir, y string) *manifest.Policy {
+func compile(t testing.TB, dir, y string) *manifest.Policy {
 	t.Helper()
 	m, err := manifest.ParseYAML([]byte(y))
 	if err != nil {
@@ -48,7 +48,7 @@ func compile(t *testing.T, dir, y string) *manifest.Policy {
 	return p
 }
 
-func mustWrite(t *testing.T, path, content string) {
+func mustWrite(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
