@@ -269,3 +269,48 @@ func TestSchemas(t *testing.T) {
 		t.Errorf("schemas (-want +got):\n%s", diff)
 	}
 }
+
+// TestInvokeSwapRace drives read_log through the gateway while a file and
+// its parent directory are exchanged with symlinks to a secret outside the
+// root; no result may carry the secret.
+func TestInvokeSwapRace(t *testing.T) {
+	e := newEnv(t)
+	outside := filepath.Join(e.dir, "sibling")
+	mustWrite(t, filepath.Join(e.allowed, "d", "f.log"), "inside\n")
+	must(t, os.Symlink(outside, filepath.Join(e.allowed, "d.evil")))
+	mustWrite(t, filepath.Join(outside, "f.log"), "SECRET\n")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.Rename(filepath.Join(e.allowed, "d"), filepath.Join(e.allowed, "d.tmp"))
+			os.Rename(filepath.Join(e.allowed, "d.evil"), filepath.Join(e.allowed, "d"))
+			os.Rename(filepath.Join(e.allowed, "d"), filepath.Join(e.allowed, "d.evil"))
+			os.Rename(filepath.Join(e.allowed, "d.tmp"), filepath.Join(e.allowed, "d"))
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	e.g.policy.Limits.MaxToolCalls = 1 << 30
+	calls := map[string]string{"read_log": `{"path":"allowed/d/f.log"}`, "grep_log": `{"path":"allowed/d/f.log","pattern":"E"}`}
+	ok := 0
+	for i := 0; i < 2000; i++ {
+		for tool, args := range calls {
+			out, err := e.g.Invoke(context.Background(), tool, json.RawMessage(args))
+			if strings.Contains(string(out), "SECRET") {
+				t.Fatalf("round %d: %s escaped: %s", i, tool, out)
+			}
+			if code := job.CodeOf(err); code == job.CodeInvalidRequest {
+				t.Fatalf("%s: %v", tool, err)
+			} else if err == nil {
+				ok++
+			}
+		}
+	}
+	t.Logf("%d reads inside the root, %d refused, 0 escapes", ok, 4000-ok)
+}
