@@ -14,12 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // submitMu serializes the check-then-create of a job id, so two
@@ -51,23 +53,47 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	// W3C traceparent joins the caller's trace; its trace id becomes
 	// trace.trace_id when the request names none.
 	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && req.Trace.String(job.TraceID) == "" {
 		req.Trace = req.Trace.WithString(job.TraceID, sc.TraceID().String())
+	}
+	acc, created, err := s.Submit(ctx, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, acc)
+}
+
+// Submit queues req exactly as POST /v1/jobs does: validate and normalize
+// (job_<uuid> id when empty), record request.json and status.json
+// "queued", publish to the queue. It reports whether the job was created;
+// a job_id already used by the same request is returned as it is (false),
+// by a different request it is job.conflict. A full queue is queue.full
+// and leaves no record behind. Other doors (MCP, task API) call it
+// in-process.
+func (s *Server) Submit(ctx context.Context, req *job.Request) (Accepted, bool, error) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = telemetry.JobContext(ctx, *req)
 	}
 	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
 	defer span.End()
 	if err := s.cfg.Runner.Prepare(req); err != nil {
-		writeError(w, err)
-		return
+		s.metrics.rejected(job.CodeOf(err))
+		return Accepted{}, false, err
 	}
+	span.SetAttributes(attribute.String(telemetry.KeyJobID, req.JobID))
 	st := s.cfg.Runner.Store()
 	submitMu.Lock()
 	if st.Exists(req.JobID) {
 		submitMu.Unlock()
-		s.resubmit(w, *req)
-		return
+		acc, err := s.resubmit(*req)
+		return acc, false, err
 	}
-	err = st.Create(req.JobID)
+	err := st.Create(req.JobID)
 	submitMu.Unlock()
 	if err == nil {
 		err = st.WriteRequest(*req)
@@ -85,28 +111,55 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		_ = st.Remove(req.JobID) // nothing half-accepted stays behind
 		s.metrics.rejected(job.CodeOf(err))
-		writeError(w, err)
-		return
+		return Accepted{}, false, err
 	}
 	s.metrics.accepted(req.Backend.Kind)
-	s.log.Info("job accepted", "job_id", req.JobID, "trace_id", req.Trace.String(job.TraceID), "backend", req.Backend.Kind)
-	writeJSON(w, http.StatusAccepted, Accepted{JobID: req.JobID, Status: job.StatusQueued})
+	s.log.Info("job accepted", telemetry.KeyJobID, req.JobID, telemetry.KeyTraceID, req.Trace.String(job.TraceID), "backend", req.Backend.Kind)
+	return Accepted{JobID: req.JobID, Status: job.StatusQueued}, true, nil
 }
 
 // resubmit answers a submit whose job_id exists: the same request is
 // idempotent, a different one is a conflict.
-func (s *Server) resubmit(w http.ResponseWriter, req job.Request) {
+func (s *Server) resubmit(req job.Request) (Accepted, error) {
 	st := s.cfg.Runner.Store()
 	prev, err := st.ReadRequest(req.JobID)
 	if err != nil || job.RequestSHA256(prev) != job.RequestSHA256(req) {
-		writeError(w, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID))
-		return
+		return Accepted{}, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID)
 	}
 	status := job.StatusQueued
 	if rec, err := st.ReadStatus(req.JobID); err == nil {
 		status = rec.Status
 	}
-	writeJSON(w, http.StatusOK, Accepted{JobID: req.JobID, Status: status})
+	return Accepted{JobID: req.JobID, Status: status}, nil
+}
+
+// Wait blocks until job id is terminal and returns its result (job.not_found
+// for an unknown id; ctx's error when it ends first).
+func (s *Server) Wait(ctx context.Context, id string) (job.Result, error) {
+	st := s.cfg.Runner.Store()
+	if _, err := st.ReadStatus(id); err != nil {
+		return job.Result{}, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id)
+	}
+	var res job.Result
+	done := func() bool {
+		var err error
+		res, err = st.ReadResult(id)
+		return err == nil
+	}
+	for !done() {
+		// WaitTerminal returns on the terminal event; the loop re-reads
+		// the record, which the worker writes before publishing.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.cfg.Queue.WaitTerminal(wctx, id, done)
+		cancel()
+		if ctx.Err() != nil {
+			return job.Result{}, ctx.Err()
+		}
+		if err != nil && wctx.Err() == nil {
+			return job.Result{}, err
+		}
+	}
+	return res, nil
 }
 
 // JobStatus is the body of GET /v1/jobs/{id} before the job is terminal.

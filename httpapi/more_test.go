@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 )
@@ -22,9 +23,9 @@ import (
 func TestAuth(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(file, []byte("# tokens\n"+
-		httpapi.HashToken("reader-token")+" read ci-reader\n"+
-		httpapi.HashToken("submit-token")+" submit,read ci-bot\n"), 0o600)
-	tokens, err := httpapi.LoadTokens(file)
+		auth.Hash("reader-token")+" read ci-reader\n"+
+		auth.Hash("submit-token")+" submit,read ci-bot\n"), 0o600)
+	tokens, err := auth.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestAuth(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad")
 	os.WriteFile(bad, []byte("plaintext-token read\n"), 0o600)
-	if _, err := httpapi.LoadTokens(bad); err == nil {
+	if _, err := auth.Load(bad); err == nil {
 		t.Error("a token file with a plaintext token loaded")
 	}
 }

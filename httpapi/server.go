@@ -15,8 +15,17 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
+)
+
+// Scopes of the routes, re-exported from package auth for readability.
+const (
+	ScopeSubmit = auth.ScopeSubmit
+	ScopeRead   = auth.ScopeRead
+	ScopeCancel = auth.ScopeCancel
+	ScopeAdmin  = auth.ScopeAdmin
 )
 
 // Config configures a Server.
@@ -25,8 +34,9 @@ type Config struct {
 	Queue  *queue.Queue
 	Logger *slog.Logger
 	// Tokens, when non-nil, requires bearer tokens on every route but
-	// /health.
-	Tokens *Tokens
+	// /health and /openapi.json, including routes added with Handle or on
+	// Mux.
+	Tokens *auth.Tokens
 	// MaxBodyBytes bounds request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// RequestTimeout bounds non-streaming requests (default 30 s).
@@ -72,12 +82,42 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // Tracer is the tracer spans are recorded with.
 func (s *Server) Tracer() trace.Tracer { return s.cfg.Tracer }
 
-// Handler is the root handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the root handler. With tokens configured it refuses every
+// request without a known bearer token, except the public routes, before
+// any route's own scope check; so a route mounted on Mux without Auth is
+// still never anonymous.
+func (s *Server) Handler() http.Handler {
+	if s.cfg.Tokens == nil {
+		return s.mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !publicPaths[r.URL.Path] {
+			if _, err := s.cfg.Tokens.Authenticate(r); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// publicPaths need no token.
+var publicPaths = map[string]bool{"/health": true, "/openapi.json": true}
+
+// Mux is the router other doors (task API, MCP) register on; wrap their
+// handlers with Auth.
+func (s *Server) Mux() *http.ServeMux { return s.mux }
 
 // Handle registers an extra route (task API, MCP) behind the same auth.
 func (s *Server) Handle(pattern, scope string, h http.Handler) {
-	s.mux.Handle(pattern, s.auth(scope, h))
+	s.mux.Handle(pattern, s.Auth(scope, h))
+}
+
+// Auth wraps h so that it runs only for a bearer token holding scope
+// (auth.unauthorized 401, auth.forbidden 403 otherwise; everything is
+// allowed when the server has no tokens).
+func (s *Server) Auth(scope string, h http.Handler) http.Handler {
+	return s.auth(scope, h)
 }
 
 // route is one registered route; the OpenAPI test checks this list against
@@ -119,7 +159,7 @@ func (s *Server) routes() {
 
 func (s *Server) auth(scope string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.cfg.Tokens.authorize(r, scope); err != nil {
+		if err := s.cfg.Tokens.Authorize(r, scope); err != nil {
 			writeError(w, err)
 			return
 		}

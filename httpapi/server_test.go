@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/client"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
@@ -32,6 +33,7 @@ type env struct {
 	c     *client.Client
 	r     *runner.Runner
 	q     *queue.Queue
+	api   *httpapi.Server
 	ws    string
 	start func() // starts the worker pool
 }
@@ -39,7 +41,7 @@ type env struct {
 type opts struct {
 	capacity  int64
 	noWorkers bool
-	tokens    *httpapi.Tokens
+	tokens    *auth.Tokens
 	natsURL   string
 }
 
@@ -63,7 +65,7 @@ func newEnv(t *testing.T, o opts) *env {
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "in.txt"), []byte("input\n"), 0o644)
-	e := &env{t: t, url: srv.URL, c: client.New(srv.URL, ""), r: r, q: q, ws: ws}
+	e := &env{t: t, url: srv.URL, c: client.New(srv.URL, ""), r: r, q: q, api: api, ws: ws}
 	var poolDone chan struct{}
 	e.start = func() {
 		poolDone = make(chan struct{})

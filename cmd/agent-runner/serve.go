@@ -12,7 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
@@ -22,15 +25,34 @@ import (
 	"github.com/agent-runner/agent-runner/worker"
 )
 
-// serveDeps is what extra HTTP mounts (task API, MCP) get from serve.
+// serveDeps is what extra HTTP doors (task API, MCP, dashboard) get from
+// serve. They register routes on Mux, each wrapped with Auth(scope, h);
+// with a token file the root handler also refuses any request without a
+// known token (except /health and /openapi.json), so a route registered
+// without Auth is still never anonymous.
 type serveDeps struct {
 	Runner   *runner.Runner
 	StoreDir string
 	Logger   *slog.Logger
-	Server   *httpapi.Server
+	Mux      *http.ServeMux
+	// Auth wraps a handler so it runs only for a token holding scope
+	// (auth.ScopeSubmit, ScopeRead, ScopeCancel, ScopeAdmin).
+	Auth func(scope string, h http.Handler) http.Handler
+	// Metrics is the registry served at /metrics.
+	Metrics prometheus.Registerer
+	// Flags are serve's parsed flags (mounts add theirs to serveCmd.Flags()
+	// in init() and may read them here).
+	Flags *pflag.FlagSet
+	// Jobs submits and waits for queued jobs in-process (Submit, Wait),
+	// exactly as POST /v1/jobs does.
+	Jobs *httpapi.Server
+	// Tracer records OpenTelemetry spans.
+	Tracer trace.Tracer
 }
 
-// serveMounts are registered by other files' init() to add routes.
+// serveMounts are appended by other files' init(); serve calls each once,
+// after its own routes are registered and before it listens. ctx ends when
+// the server shuts down.
 var serveMounts []func(ctx context.Context, d serveDeps) error
 
 type serveOptions struct {
@@ -77,9 +99,9 @@ func serve(o serveOptions) error {
 		return usageError{err}
 	}
 	log := telemetry.Logger(os.Stderr, level)
-	var tokens *httpapi.Tokens
+	var tokens *auth.Tokens
 	if o.tokenFile != "" {
-		t, err := httpapi.LoadTokens(o.tokenFile)
+		t, err := auth.Load(o.tokenFile)
 		if err != nil {
 			return err
 		}
@@ -118,7 +140,11 @@ func serve(o serveOptions) error {
 		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer,
 	})
 	for _, mount := range serveMounts {
-		if err := mount(ctx, serveDeps{Runner: r, StoreDir: r.Store().Dir(), Logger: log, Server: api}); err != nil {
+		d := serveDeps{
+			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
+			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer,
+		}
+		if err := mount(ctx, d); err != nil {
 			return err
 		}
 	}
