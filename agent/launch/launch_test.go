@@ -291,3 +291,23 @@ func TestLoadTaskYAML(t *testing.T) {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
 }
+
+func TestVerifyRunCatchesCutTail(t *testing.T) {
+	dir := fixtureCopy(t)
+	task, _ := LoadTask("tasks/log-watcher.json")
+	sum, err := Scripted(context.Background(), "agents/log-watcher.yaml", task, Options{RunsDir: filepath.Join(dir, "runs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := VerifyRun(sum.RunDir); err != nil || !rep.OK {
+		t.Fatalf("intact run: %+v %v", rep, err)
+	}
+	path := filepath.Join(sum.RunDir, "audit.jsonl")
+	b, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(b), "\n")
+	os.WriteFile(path, []byte(strings.Join(lines[:len(lines)-3], "")), 0o644) // drop run_end and the last result
+	rep, err := VerifyRun(sum.RunDir)
+	if err != nil || rep.OK || rep.BrokenLine != len(lines)-3 {
+		t.Errorf("cut run: %+v %v, want broken at line %d", rep, err, len(lines)-3)
+	}
+}

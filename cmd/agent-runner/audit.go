@@ -1,14 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/agent-runner/agent-runner/agent/audit"
 	"github.com/agent-runner/agent-runner/agent/launch"
 )
 
@@ -20,12 +16,9 @@ func init() {
 		Short: "Check an audit log's hash chain; exits 1 with the broken line on tampering",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, err := audit.VerifyPath(args[0])
+			rep, err := launch.VerifyRun(args[0])
 			if err != nil {
 				return err
-			}
-			if rep.OK {
-				checkSummaryHead(args[0], &rep)
 			}
 			if asJSON {
 				if err := writeResult("", rep); err != nil {
@@ -45,27 +38,4 @@ func init() {
 	verify.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	auditCmd.AddCommand(verify)
 	rootCmd.AddCommand(auditCmd)
-}
-
-// checkSummaryHead compares summary.json's audit_head_sha256 (when the
-// argument is a run directory) with the log's last line, which catches a
-// removed or edited tail that the chain alone cannot.
-func checkSummaryHead(arg string, rep *audit.Report) {
-	fi, err := os.Stat(arg)
-	if err != nil || !fi.IsDir() {
-		return
-	}
-	b, err := os.ReadFile(filepath.Join(arg, "summary.json"))
-	if err != nil {
-		return
-	}
-	var sum launch.Summary
-	if json.Unmarshal(b, &sum) != nil || sum.AuditHeadSHA256 == "" {
-		return
-	}
-	if sum.AuditHeadSHA256 != rep.HeadSHA256 {
-		rep.OK = false
-		rep.BrokenLine = rep.Lines
-		rep.Problem = "last line does not match summary.json audit_head_sha256 (tail edited or cut)"
-	}
 }
