@@ -2,8 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -79,18 +77,4 @@ func readLayer(dir string) (Manifest, error) {
 		return m, fmt.Errorf("layer manifest without a hash")
 	}
 	return m, nil
-}
-
-// fingerprint hashes the stat data of the selected entries.
-func fingerprint(ctx context.Context, src string, opt Options) (string, error) {
-	h := sha256.New()
-	fmt.Fprintf(h, "v1\x00%q\x00%q\x00", opt.Include, opt.Exclude)
-	_, err := Walk(ctx, src, opt, func(e Entry) error {
-		fmt.Fprintf(h, "%s\x00%o\x00%d\x00%d\x00%d\x00%s\n", e.Rel, e.Mode, e.Size, e.ModTime, e.Ino, e.Target)
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil))[:40], nil
 }

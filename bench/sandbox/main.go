@@ -29,6 +29,8 @@ import (
 func main() {
 	linuxsandbox.MaybeInit()
 	n := flag.Int("n", 200, "iterations per measurement")
+	files := flag.Int("files", 10000, "files in the copy-vs-overlay workspace")
+	fileKB := flag.Int("file-kb", 20, "size of each file in KiB (10,000 x 20 KiB = 200 MB)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "ar-sbx-bench-")
 	check(err)
@@ -80,6 +82,48 @@ func main() {
 			vsBwrap = fmt.Sprintf("%.2f", float64(r.d)/float64(bwrapD))
 		}
 		fmt.Printf("%-38s %10s %10.2f %10s\n", r.name, r.d.Round(10*time.Microsecond), float64(r.d)/float64(base), vsBwrap)
+	}
+	if sbx.Available(context.Background()) == nil {
+		snapshotComparison(dir, *files, *fileKB)
+	}
+}
+
+// snapshotComparison times the snapshot stage of a first and a second job
+// on a generated workspace with each strategy.
+func snapshotComparison(dir string, files, kb int) {
+	src := filepath.Join(dir, "big")
+	chunk := make([]byte, kb<<10)
+	for i := 0; i < files; i++ {
+		p := filepath.Join(src, fmt.Sprintf("pkg%03d", i/100), fmt.Sprintf("f%05d.txt", i))
+		check(os.MkdirAll(filepath.Dir(p), 0o755))
+		chunk[0] = byte(i)
+		check(os.WriteFile(p, chunk, 0o644))
+	}
+	fmt.Printf("\nsnapshot stage, %d files / %d MB workspace:\n", files, files*kb>>10)
+	for _, strategy := range []string{job.SnapshotCopy, job.SnapshotOverlay} {
+		r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store-snap-"+strategy), MaxSnapshotFiles: files + 10})
+		check(err)
+		req := job.Request{
+			Workspace: job.Workspace{Path: src, SnapshotStrategy: strategy},
+			Command:   job.Command{Argv: []string{"/bin/true"}},
+			Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: "true"}}},
+			Backend:   job.BackendSpec{Kind: "linux_sandbox"},
+		}
+		var times []time.Duration
+		for i := 0; i < 2; i++ {
+			var snap time.Duration
+			res, err := r.Run(context.Background(), req, runner.Options{Stage: func(_, stage string, d time.Duration) {
+				if stage == "snapshot" {
+					snap = d
+				}
+			}})
+			check(err)
+			if res.Status != job.StatusCompleted {
+				check(fmt.Errorf("%s job: %s %+v", strategy, res.Status, res.Error))
+			}
+			times = append(times, snap)
+		}
+		fmt.Printf("  %-8s first job %10s   second job %10s\n", strategy, times[0].Round(100*time.Microsecond), times[1].Round(100*time.Microsecond))
 	}
 }
 
