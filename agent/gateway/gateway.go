@@ -90,10 +90,15 @@ func (g *Gateway) CallsUsed() int64 {
 	return g.calls
 }
 
-// Tools lists the tools the policy grants, sorted by name.
+// Tools lists the tools the policy grants, sorted by name. git_status is
+// left out when capabilities.git is false, since every call would be
+// denied.
 func (g *Gateway) Tools() []ToolInfo {
 	var out []ToolInfo
 	for _, t := range tools {
+		if t.name == manifest.ToolGitStatus && !g.policy.Git {
+			continue
+		}
 		if g.policy.Allows(t.name) {
 			out = append(out, ToolInfo{Name: t.name, Description: t.description, InputSchema: t.schema})
 		}

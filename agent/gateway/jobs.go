@@ -82,7 +82,21 @@ func (g *Gateway) checkCommand(cmd string) (manifest.PinnedCommand, *job.Error) 
 	return pc, nil
 }
 
+// run_tests argument bounds.
+const (
+	MaxArgs     = 256
+	MaxArgBytes = 4096
+)
+
 func runTests(g *Gateway, a *RunTestsArgs) (func(context.Context) (JobToolResult, error), *job.Error) {
+	if len(a.Args) > MaxArgs {
+		return nil, job.Errorf(job.CodeInvalidRequest, "at most %d args", MaxArgs)
+	}
+	for i, arg := range a.Args {
+		if len(arg) > MaxArgBytes || strings.ContainsRune(arg, 0) {
+			return nil, job.Errorf(job.CodeInvalidRequest, "args[%d] is longer than %d bytes or contains NUL", i, MaxArgBytes)
+		}
+	}
 	pc, jerr := g.checkCommand(a.Command)
 	if jerr != nil {
 		return nil, jerr

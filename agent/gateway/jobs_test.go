@@ -105,6 +105,7 @@ func TestSubprocessDenials(t *testing.T) {
 		{"workdir dotdot", g, "run_tests", `{"command":"/bin/true","working_directory":"crate/.."}`, job.CodePathEscape},
 		{"git_status with non-git binary", g, "git_status", `{"command":"/bin/true","working_directory":"crate"}`, job.CodeCommandDenied},
 		{"git_status without capabilities.git", nogit, "git_status", `{"working_directory":"crate"}`, job.CodeToolDenied},
+		{"NUL in args", g, "run_tests", `{"command":"/bin/true","working_directory":"crate","args":["a\u0000b"]}`, job.CodeInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +117,9 @@ func TestSubprocessDenials(t *testing.T) {
 	}
 	if len(fj.runs) != 0 {
 		t.Errorf("denied calls ran %d jobs, want 0", len(fj.runs))
+	}
+	if got := len(nogit.Tools()); got != 0 {
+		t.Errorf("git_status offered without capabilities.git (%d tools)", got)
 	}
 }
 

@@ -311,3 +311,24 @@ func TestVerifyRunCatchesCutTail(t *testing.T) {
 		t.Errorf("cut run: %+v %v, want broken at line %d", rep, err, len(lines)-3)
 	}
 }
+
+func FuzzParseTask(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join(fixtures, "tasks/tester-ok.json")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"steps":[{"tool":"read_log"}]}`))
+	f.Add([]byte("steps:\n  - tool: tail_log\n    args: {path: a, lines: 2}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, parse := range []func([]byte) (*Task, error){ParseTaskJSON, ParseTaskYAML} {
+			task, err := parse(data)
+			if err != nil {
+				continue
+			}
+			for i, s := range task.Steps {
+				if s.Tool == "" || !json.Valid(s.Args) {
+					t.Fatalf("step %d = %+v: empty tool or invalid args accepted", i, s)
+				}
+			}
+		}
+	})
+}
