@@ -58,6 +58,10 @@ type Config struct {
 	AckWait time.Duration
 	// Listen, when set, also exposes the embedded server on this host:port.
 	Listen string
+	// Join binds to the streams an API node created on an external server
+	// instead of creating or updating them, so a worker never changes the
+	// queue's capacity. It requires URL.
+	Join bool
 }
 
 // Queue is a connection to the job and event streams.
@@ -78,6 +82,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 10 * time.Second
+	}
+	if cfg.Join && cfg.URL == "" {
+		return nil, job.Errorf(job.CodeInvalidRequest, "joining an existing queue needs a NATS URL")
 	}
 	q := &Queue{cfg: cfg}
 	url := cfg.URL
@@ -101,7 +108,11 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		q.Close()
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot open JetStream")
 	}
-	if err := q.ensureStreams(ctx); err != nil {
+	ensure := q.ensureStreams
+	if cfg.Join {
+		ensure = q.joinStreams
+	}
+	if err := ensure(ctx); err != nil {
 		q.Close()
 		return nil, err
 	}
@@ -168,6 +179,26 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	if err != nil {
 		return job.Wrap(job.CodeQueueClosed, err, "cannot create the workers consumer")
 	}
+	return nil
+}
+
+// joinStreams binds the existing streams and consumer.
+func (q *Queue) joinStreams(ctx context.Context) error {
+	var err error
+	if q.jobs, err = q.js.Stream(ctx, JobsStream); err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "no jobs stream on this NATS server (start serve against it first)")
+	}
+	if q.events, err = q.js.Stream(ctx, EventsStream); err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "no events stream on this NATS server")
+	}
+	if q.cons, err = q.jobs.Consumer(ctx, consumerName); err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "no workers consumer on this NATS server")
+	}
+	info, err := q.jobs.Info(ctx)
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot read the jobs stream")
+	}
+	q.cfg.Capacity = info.Config.MaxMsgs
 	return nil
 }
 

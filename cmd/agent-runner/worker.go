@@ -1,0 +1,63 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/telemetry"
+	"github.com/agent-runner/agent-runner/validation"
+	"github.com/agent-runner/agent-runner/worker"
+)
+
+func init() {
+	var natsURL, storeDir, defaultBackend, logLevel string
+	var workers int
+	var grace time.Duration
+	var durable bool
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL",
+		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
+		Long: "worker joins the job queue that `serve --nats URL` or `serve --nats-listen ADDR`\n" +
+			"created, pulls jobs and runs them, writing run records under --store-dir\n" +
+			"(which the API node must share to serve the results). It hears cancel\n" +
+			"requests; on SIGTERM it stops pulling and lets running jobs finish.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+				return usageError{err}
+			}
+			log := telemetry.Logger(os.Stderr, level)
+			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: validation.NormalizeKind(defaultBackend), Durable: durable, Logger: log})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true})
+			if err != nil {
+				return err
+			}
+			defer q.Close()
+			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers)
+			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace}).Run(ctx)
+			log.Info("worker stopped")
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
+	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "run store shared with the API node")
+	f.IntVar(&workers, "workers", 2, "jobs run concurrently")
+	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish (they run again elsewhere after)")
+	f.BoolVar(&durable, "durable", false, "fsync every result.json")
+	f.StringVar(&defaultBackend, "default-backend", "local_process", "backend for requests that name none")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.MarkFlagRequired("nats")
+	rootCmd.AddCommand(cmd)
+}
