@@ -45,14 +45,18 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 				}
 				prompt = string(b)
 			}
+			// Build the client first so a flag mistake leaves no run behind;
+			// the mock's directory is filled in from the manifest below.
+			client, err := f.client()
+			if err != nil {
+				return err
+			}
 			s, err := launch.Open(cmd.Context(), f.manifest, "agent:"+f.model, launch.Options{RunsDir: f.runsDir})
 			if err != nil {
 				return err
 			}
-			client, err := f.client(s)
-			if err != nil {
-				s.Finish(launch.ExitModelError, "")
-				return err
+			if m, ok := client.(*model.Mock); ok && m.Dir == "" && len(s.Manifest.Capabilities.Filesystem.Read) > 0 {
+				m.Dir = s.Manifest.Capabilities.Filesystem.Read[0]
 			}
 			sum, err := loop.Run(cmd.Context(), s, loop.Config{Client: client, Prompt: prompt, Message: f.message})
 			if perr := printRunSummary(cmd, sum, f.asJSON); perr != nil {
@@ -81,7 +85,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 
 // client builds the model client. API keys come only from the
 // environment and are never written to any record.
-func (f *runAgentFlags) client(s *launch.Session) (model.Client, error) {
+func (f *runAgentFlags) client() (model.Client, error) {
 	pick := func(flag, env string) string {
 		if flag != "" {
 			return flag
@@ -90,11 +94,7 @@ func (f *runAgentFlags) client(s *launch.Session) (model.Client, error) {
 	}
 	switch f.model {
 	case "mock":
-		dir := f.mockDir
-		if dir == "" && len(s.Manifest.Capabilities.Filesystem.Read) > 0 {
-			dir = s.Manifest.Capabilities.Filesystem.Read[0]
-		}
-		return &model.Mock{Dir: dir}, nil
+		return &model.Mock{Dir: f.mockDir}, nil
 	case "openai":
 		name := pick(f.modelName, "OPENAI_MODEL")
 		if name == "" {
