@@ -300,3 +300,22 @@ except Exception as e:
 		t.Errorf("link escape: %s", out)
 	}
 }
+
+// Regression: a read-only or writable bind under /tmp was hidden by the
+// sandbox's /tmp tmpfs (found running gateway roots from /tmp).
+func TestBindsUnderTmpStayVisible(t *testing.T) {
+	b := sandbox(t)
+	ro, err := os.MkdirTemp("/tmp", "ar-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(ro)
+	os.Chmod(ro, 0o755)
+	os.WriteFile(filepath.Join(ro, "seen.txt"), []byte("visible"), 0o644)
+	spec, out, errb := backendtest.Spec(t, "/bin/cat", filepath.Join(ro, "seen.txt"))
+	spec.ReadOnly = []string{ro}
+	o, err := b.Run(context.Background(), spec)
+	if err != nil || out.String() != "visible" {
+		t.Errorf("read-only bind under /tmp: %q %q %+v %v", out.String(), errb.String(), o, err)
+	}
+}

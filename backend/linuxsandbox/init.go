@@ -16,15 +16,29 @@ import (
 // initHooked is set by MaybeInit so the backend knows re-exec will work.
 var initHooked bool
 
+// The sandbox init starts from this package's init(), before the
+// packages a large binary initializes later (NATS, Prometheus,
+// OpenTelemetry...): in agent-runner that start-up cost dominated a
+// sandbox job (95 ms per job when the init waited for main).
+func init() {
+	if len(os.Args) > 0 && os.Args[0] == initArg0 {
+		runInit()
+	}
+}
+
 // MaybeInit must be called first thing in main (and in TestMain of test
-// binaries that run linux_sandbox jobs). In a process started as the
-// sandbox init it sets up the sandbox, runs the workload and exits; in any
-// other process it only records that the hook is in place.
+// binaries that run linux_sandbox jobs): it records that this binary can
+// act as the sandbox init. (A process started as the init never gets here:
+// it runs from init and exits.)
 func MaybeInit() {
 	initHooked = true
 	if len(os.Args) == 0 || os.Args[0] != initArg0 {
 		return
 	}
+	runInit()
+}
+
+func runInit() {
 	// The config and result pipes must not reach the workload: a workload
 	// holding fd 4 could forge its own exit status.
 	unix.CloseOnExec(3)

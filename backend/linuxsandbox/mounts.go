@@ -32,6 +32,15 @@ func buildRoot(cfg initConfig) error {
 	if err := mountWorkspace(root, cfg); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
+	tmpSize := cfg.TmpBytes
+	if tmpSize <= 0 {
+		tmpSize = 64 << 20
+	}
+	if err := mountAt("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpSize, 10)); err != nil {
+		return fmt.Errorf("/tmp: %w", err)
+	}
+	// Extra binds go after /tmp, so a read or write root under /tmp is
+	// not hidden by the sandbox's own tmpfs.
 	for _, d := range cfg.ReadOnly {
 		if err := bind(d, filepath.Join(root, d), true); err != nil {
 			return fmt.Errorf("read-only %s: %w", d, err)
@@ -41,13 +50,6 @@ func buildRoot(cfg initConfig) error {
 		if err := bind(d, filepath.Join(root, d), false); err != nil {
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
-	}
-	tmpSize := cfg.TmpBytes
-	if tmpSize <= 0 {
-		tmpSize = 64 << 20
-	}
-	if err := mountAt("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpSize, 10)); err != nil {
-		return fmt.Errorf("/tmp: %w", err)
 	}
 	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("/proc: %w", err)
