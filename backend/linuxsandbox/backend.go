@@ -198,9 +198,19 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	json.NewEncoder(cfgW).Encode(cfg)
 	cfgW.Close()
 
+	// SIGTERM goes to the init, which forwards it to every sandbox
+	// process; SIGKILL of the init takes the whole pid namespace down.
 	reason := make(chan string, 1)
 	done := make(chan struct{})
-	go supervise(ctx, spec.Limits, cmd.Process.Pid, reason, done)
+	go func() {
+		reason <- backend.Supervise(ctx, spec.Limits, done, func(force bool) {
+			sig := unix.SIGTERM
+			if force {
+				sig = unix.SIGKILL
+			}
+			_ = unix.Kill(cmd.Process.Pid, sig)
+		})
+	}()
 	var res initResult
 	resDone := make(chan struct{})
 	go func() {
@@ -211,10 +221,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	close(done)
 	<-resDone
 	resR.Close()
-	select {
-	case out.Reason = <-reason:
-	default:
-	}
+	out.Reason = <-reason
 	if cg != nil {
 		out.PeakMemoryBytes, out.CPUTime = cg.usage()
 		if cg.oomKilled() && out.Reason == "" {
@@ -252,38 +259,6 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		}
 	}
 	return out, nil
-}
-
-// supervise enforces timeout and cancellation: SIGTERM to the init (which
-// forwards it to every sandbox process), then SIGKILL, which takes the
-// whole pid namespace down.
-func supervise(ctx context.Context, lim backend.Limits, pid int, reason chan<- string, done <-chan struct{}) {
-	var timeout <-chan time.Time
-	if lim.Timeout > 0 {
-		t := time.NewTimer(lim.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-done:
-		return
-	case <-timeout:
-		reason <- job.ReasonTimeout
-	case <-ctx.Done():
-		reason <- job.ReasonCanceled
-	}
-	_ = unix.Kill(pid, unix.SIGTERM)
-	grace := lim.KillGrace
-	if grace <= 0 {
-		grace = 2 * time.Second
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		_ = unix.Kill(pid, unix.SIGKILL)
-	}
 }
 
 // chownTree gives a snapshot to the sandbox's host uid.

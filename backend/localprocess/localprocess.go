@@ -26,9 +26,6 @@ import (
 // Kind is the backend name.
 const Kind = "local_process"
 
-// DefaultKillGrace is the time between SIGTERM and SIGKILL.
-const DefaultKillGrace = 2 * time.Second
-
 // drainWait bounds how long output pipes may stay open after the process
 // group was killed (a child that escaped with setsid can hold them).
 const drainWait = 2 * time.Second
@@ -93,17 +90,21 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 
 	reason := make(chan string, 1)
 	done := make(chan struct{})
-	go supervise(ctx, spec.Limits, pgid, reason, done)
+	go func() {
+		reason <- backend.Supervise(ctx, spec.Limits, done, func(force bool) {
+			sig := unix.SIGTERM
+			if force {
+				sig = unix.SIGKILL
+			}
+			_ = unix.Kill(-pgid, sig)
+		})
+	}()
 	waitErr := cmd.Wait()
 	close(done)
+	out.Reason = <-reason
 	// Anything left in the group (background children) dies with the job.
 	_ = unix.Kill(-pgid, unix.SIGKILL)
 	drains.wait(drainWait)
-
-	select {
-	case out.Reason = <-reason:
-	default:
-	}
 	st := cmd.ProcessState
 	if st == nil {
 		return out, job.Wrap(job.CodeRunIOFailed, waitErr, "process wait failed")
@@ -127,37 +128,6 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 		}
 	}
 	return out, nil
-}
-
-// supervise enforces the timeout and cancellation: SIGTERM to the group,
-// then SIGKILL after the grace period. It reports why it acted.
-func supervise(ctx context.Context, lim backend.Limits, pgid int, reason chan<- string, done <-chan struct{}) {
-	var timeout <-chan time.Time
-	if lim.Timeout > 0 {
-		t := time.NewTimer(lim.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case <-done:
-		return
-	case <-timeout:
-		reason <- job.ReasonTimeout
-	case <-ctx.Done():
-		reason <- job.ReasonCanceled
-	}
-	_ = unix.Kill(-pgid, unix.SIGTERM)
-	grace := lim.KillGrace
-	if grace <= 0 {
-		grace = DefaultKillGrace
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		_ = unix.Kill(-pgid, unix.SIGKILL)
-	}
 }
 
 // drains copies the child's stdout and stderr from pipes the runner owns,
