@@ -293,7 +293,6 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id))
 		return
 	}
-	_ = s.cfg.Queue.Cancel(id)
 	if rec.Status == job.StatusQueued {
 		if req, err := st.ReadRequest(id); err == nil {
 			res := s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunCanceled, "job was canceled before it started"), rec.Attempt)
@@ -301,15 +300,19 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 			s.metrics.finished(res)
 		}
 	}
-	// A running job's worker writes the canceled result; wait briefly.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if res, err := st.ReadResult(id); err == nil {
-			writeJSON(w, http.StatusOK, res)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The cancel message goes out after a queued job's result is written:
+	// a worker that took the job registers it before re-checking for a
+	// result, so it either sees the result and skips the job, or is
+	// registered in time to hear this and kill it.
+	_ = s.cfg.Queue.Cancel(id)
+	ctx, stop := context.WithTimeout(r.Context(), 5*time.Second)
+	defer stop()
+	_ = s.cfg.Queue.WaitTerminal(ctx, id, func() bool { _, err := st.ReadResult(id); return err == nil })
+	if res, err := st.ReadResult(id); err == nil {
+		writeJSON(w, http.StatusOK, res)
+		return
 	}
+	// Still running (a slow kill, or a worker that is not answering).
 	writeJSON(w, http.StatusAccepted, JobStatus{JobID: id, Status: rec.Status, UpdatedAt: time.Now().UTC()})
 }
 

@@ -128,14 +128,14 @@ func (p *Pool) loop(ctx, jobsCtx context.Context) {
 }
 
 func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
-	log := p.log.With("job_id", d.JobID, "attempt", d.Attempt)
+	log := p.log.With(telemetry.KeyJobID, d.JobID)
 	var req job.Request
 	if err := json.Unmarshal(d.Payload, &req); err != nil || req.JobID != d.JobID {
 		log.Error("dropping an undecodable job message", "error", err)
 		_ = d.Done(ctx)
 		return
 	}
-	log = log.With("trace_id", req.Trace.String(job.TraceID))
+	log = log.With(telemetry.KeyTraceID, req.Trace.String(job.TraceID))
 	st := p.cfg.Runner.Store()
 	if _, err := st.ReadResult(req.JobID); err == nil {
 		_ = d.Done(ctx) // already finished or canceled while queued
@@ -147,16 +147,19 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 	if rec, err := st.ReadStatus(req.JobID); err == nil && rec.Status == job.StatusRunning && d.Attempt <= rec.Attempt {
 		d.Attempt = rec.Attempt + 1
 	}
-	if p.cfg.Started != nil {
-		p.cfg.Started(req, d.Attempt)
-	}
 	var res job.Result
+	log = log.With("attempt", d.Attempt)
 	if d.Attempt > 1 && req.OnInterrupt == "fail" {
+		p.started(req, d.Attempt)
 		log.Warn("job was interrupted and opted out of retries")
 		res = p.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunInterrupted, "the runner stopped while the job was running").With("attempt", d.Attempt-1), d.Attempt)
 		p.publishStatus(req.JobID, res.Status, d.Attempt)
 	} else {
-		res = p.execute(ctx, req, d)
+		var ran bool
+		if res, ran = p.execute(ctx, req, d); !ran {
+			_ = d.Done(context.Background()) // canceled while it was being taken
+			return
+		}
 	}
 	if err := d.Done(context.Background()); err != nil {
 		log.Error("ack failed; the job may run again", "error", err)
@@ -167,7 +170,9 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 	}
 }
 
-func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) job.Result {
+// execute runs the job; ran is false when it turned out to be finished
+// (canceled while queued) once this worker was registered to hear cancels.
+func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (res job.Result, ran bool) {
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.mu.Lock()
@@ -178,6 +183,13 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) j
 		delete(p.running, req.JobID)
 		p.mu.Unlock()
 	}()
+	// The API writes a queued job's canceled result before it sends the
+	// cancel message, so this check and the registration above leave no
+	// window in which a canceled job starts.
+	if _, err := p.cfg.Runner.Store().ReadResult(req.JobID); err == nil {
+		return job.Result{}, false
+	}
+	p.started(req, d.Attempt)
 	// Keep the message alive while the job runs.
 	stopKeepAlive := make(chan struct{})
 	go func() {
@@ -203,7 +215,7 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) j
 			p.cfg.Stage(id, name, dur)
 		}
 	}
-	return p.cfg.Runner.Execute(jobCtx, req, runner.Options{
+	res = p.cfg.Runner.Execute(jobCtx, req, runner.Options{
 		Attempt: d.Attempt,
 		Status:  func(id string, s job.Status) { p.publishStatus(id, s, d.Attempt) },
 		Output: func(id, stream string, b []byte) {
@@ -211,6 +223,13 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) j
 		},
 		Stage: stage,
 	})
+	return res, true
+}
+
+func (p *Pool) started(req job.Request, attempt int) {
+	if p.cfg.Started != nil {
+		p.cfg.Started(req, attempt)
+	}
 }
 
 func (p *Pool) publishStatus(id string, s job.Status, attempt int) {

@@ -29,6 +29,8 @@ func main() {
 	queued := flag.Int("queued", 10000, "jobs queued for the RSS measurement")
 	storeBase := flag.String("store", "", "base directory for stores (default: a temp dir)")
 	workers := flag.Int("workers", 4, "server workers")
+	levels := flag.String("levels", "1,16,64", "concurrency levels")
+	serverArgs := flag.String("server-args", "", "extra serve flags, space separated (e.g. --pprof-addr 127.0.0.1:6060)")
 	flag.Parse()
 
 	dir, err := os.MkdirTemp(*storeBase, "ar-load-")
@@ -49,14 +51,20 @@ func main() {
 		"policy":    map[string]any{"allowed_commands": []string{"true"}},
 	})
 
-	srv, c := start(bin, filepath.Join(dir, "store-run"), "--workers", strconv.Itoa(*workers), "--queue-capacity", "100000")
+	args := append([]string{"--workers", strconv.Itoa(*workers), "--queue-capacity", "100000"}, strings.Fields(*serverArgs)...)
+	srv, c := start(bin, filepath.Join(dir, "store-run"), args...)
 	fmt.Printf("server: %d workers, store on %s, %d jobs per level\n\n", *workers, dir, *jobs)
 	fmt.Printf("%-12s %10s %10s %10s\n", "concurrency", "jobs/s", "p50", "p99")
-	for _, conc := range []int{1, 16, 64} {
+	for _, f := range strings.Split(*levels, ",") {
+		conc, err := strconv.Atoi(f)
+		check(err)
 		rate, p50, p99 := level(c, body, conc, *jobs)
 		fmt.Printf("%-12d %10.0f %10s %10s\n", conc, rate, ms(p50), ms(p99))
 	}
 	stop(srv)
+	if *queued == 0 {
+		return
+	}
 
 	srv, c = start(bin, filepath.Join(dir, "store-queue"), "--no-workers", "--queue-capacity", strconv.Itoa(*queued+10))
 	idle := rss(srv.Process.Pid)

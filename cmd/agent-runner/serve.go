@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -56,12 +57,12 @@ type serveDeps struct {
 var serveMounts []func(ctx context.Context, d serveDeps) error
 
 type serveOptions struct {
-	addr, storeDir, natsURL, natsListen, tokenFile, defaultBackend, logLevel, traceFile string
-	capacity                                                                            int64
-	workers                                                                             int
-	maxBody                                                                             int64
-	requestTimeout, shutdownGrace, ackWait                                              time.Duration
-	durable, noWorkers                                                                  bool
+	addr, storeDir, natsURL, natsListen, tokenFile, defaultBackend, logLevel, traceFile, pprofAddr string
+	capacity                                                                                       int64
+	workers                                                                                        int
+	maxBody                                                                                        int64
+	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
+	durable, noWorkers                                                                             bool
 }
 
 var serveCmd = &cobra.Command{
@@ -89,6 +90,7 @@ func init() {
 	f.StringVar(&o.defaultBackend, "default-backend", "local_process", "backend for requests that name none")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
+	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this loopback host:port")
 	serveCmd.RunE = func(cmd *cobra.Command, _ []string) error { return serve(o) }
 	rootCmd.AddCommand(serveCmd)
 }
@@ -148,6 +150,12 @@ func serve(o serveOptions) error {
 			return err
 		}
 	}
+	if o.pprofAddr != "" {
+		if !loopback(o.pprofAddr) {
+			return usageError{errors.New("--pprof-addr must be a loopback address")}
+		}
+		go func() { log.Warn("pprof stopped", "error", http.ListenAndServe(o.pprofAddr, pprofMux())) }()
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot listen").With("addr", o.addr)
@@ -179,6 +187,15 @@ func serve(o serveOptions) error {
 	<-poolDone
 	log.Info("stopped")
 	return nil
+}
+
+func pprofMux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	return m
 }
 
 func writerOrNil(f *os.File) interface{ Write([]byte) (int, error) } {
