@@ -58,6 +58,9 @@ type Config struct {
 	AckWait time.Duration
 	// Listen, when set, also exposes the embedded server on this host:port.
 	Listen string
+	// Token, when set, is required of every NATS client of the embedded
+	// server and is presented to an external one.
+	Token string
 	// Join binds to the streams an API node created on an external server
 	// instead of creating or updating them, so a worker never changes the
 	// queue's capacity. It requires URL.
@@ -89,6 +92,9 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	q := &Queue{cfg: cfg}
 	url := cfg.URL
 	var opts []nats.Option
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
 	if url == "" {
 		ns, err := embedded(cfg)
 		if err != nil {
@@ -126,6 +132,9 @@ func embedded(cfg Config) (*server.Server, error) {
 		DontListen: cfg.Listen == "",
 		NoSigs:     true,
 		ServerName: "agent-runner",
+		// Empty means no authorization (the server has no listener then,
+		// or only a loopback one; serve enforces that).
+		Authorization: cfg.Token,
 	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)

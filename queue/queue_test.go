@@ -279,3 +279,24 @@ func TestJoinKeepsCapacity(t *testing.T) {
 		t.Errorf("worker got %s, want job_j", d.JobID)
 	}
 }
+
+// TestTokenGuardsTheListener: with a token, an exposed embedded server
+// refuses clients that do not present it.
+func TestTokenGuardsTheListener(t *testing.T) {
+	ctx := context.Background()
+	api := open(t, queue.Config{Capacity: 2, Listen: "127.0.0.1:-1", Token: "s3cret"})
+	url := api.Conn().ConnectedUrl()
+	if q, err := queue.Open(ctx, queue.Config{URL: url, Join: true}); err == nil {
+		q.Close()
+		t.Fatal("a worker without the token joined")
+	}
+	if q, err := queue.Open(ctx, queue.Config{URL: url, Join: true, Token: "wrong"}); err == nil {
+		q.Close()
+		t.Fatal("a worker with a wrong token joined")
+	}
+	w := open(t, queue.Config{URL: url, Join: true, Token: "s3cret"})
+	api.Enqueue(ctx, "job_t", nil)
+	if d := next(t, w); d.JobID != "job_t" {
+		t.Errorf("worker got %s, want job_t", d.JobID)
+	}
+}

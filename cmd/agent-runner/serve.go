@@ -80,7 +80,7 @@ func init() {
 	f.IntVar(&o.workers, "workers", 2, "jobs run concurrently by this process")
 	f.BoolVar(&o.noWorkers, "no-workers", false, "accept jobs but run none here (workers run elsewhere: agent-runner worker --nats URL)")
 	f.StringVar(&o.natsURL, "nats", "", "external NATS server URL (default: embedded, in-process)")
-	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers)")
+	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers; non-loopback needs AGENT_RUNNER_NATS_TOKEN)")
 	f.StringVar(&o.tokenFile, "token-file", "", "bearer token file (lines: sha256:<hex> scopes [name])")
 	f.Int64Var(&o.maxBody, "max-body-bytes", 1<<20, "request body limit")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of non-streaming requests")
@@ -111,13 +111,17 @@ func serve(o serveOptions) error {
 	} else if !loopback(o.addr) {
 		return usageError{errors.New("binding a non-loopback address requires --token-file")}
 	}
+	natsToken := os.Getenv("AGENT_RUNNER_NATS_TOKEN")
+	if o.natsListen != "" && !loopback(o.natsListen) && natsToken == "" {
+		return usageError{errors.New("exposing NATS on a non-loopback address requires AGENT_RUNNER_NATS_TOKEN")}
+	}
 	r, err := runner.New(runner.Config{StoreDir: o.storeDir, DefaultBackend: validation.NormalizeKind(o.defaultBackend), Durable: o.durable, Logger: log})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen})
+	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ func init() {
 		Long: "worker joins the job queue that `serve --nats URL` or `serve --nats-listen ADDR`\n" +
 			"created, pulls jobs and runs them, writing run records under --store-dir\n" +
 			"(which the API node must share to serve the results). It hears cancel\n" +
-			"requests; on SIGTERM it stops pulling and lets running jobs finish.",
+			"requests; on SIGTERM it stops pulling and lets running jobs finish.\n" +
+			"The NATS token, if the server needs one, comes from AGENT_RUNNER_NATS_TOKEN.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -39,7 +40,7 @@ func init() {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true})
+			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true, Token: os.Getenv("AGENT_RUNNER_NATS_TOKEN")})
 			if err != nil {
 				return err
 			}
