@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,13 +53,25 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 		return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
 			With("argv0", argv[0]).With("shell", shell)
 	}
-	for _, name := range WrappedCommands(argv) {
+	d.Argv = append([]string(nil), argv...)
+	for _, st := range chain(argv) {
+		name := st.name
 		rule, ok := findRule(p.AllowedCommands, filepath.Base(name))
 		if !ok {
 			return d, job.Errorf(job.CodeCommandDenied, "command is not allowed by policy").
 				With("argv0", name)
 		}
-		if name != argv[0] {
+		if err := envAssignsAllowed(st.assigns, p, cfg); err != nil {
+			return d, err
+		}
+		if st.applet {
+			continue // interpreted by the wrapper (busybox APPLET), not exec'd
+		}
+		if st.index < 0 {
+			if rule.Path != "" || rule.SHA256 != "" {
+				return d, job.Errorf(job.CodeCommandDenied, "a pinned command must appear in argv itself, not inside a re-split string").
+					With("argv0", name)
+			}
 			continue
 		}
 		exe, err := resolve(name, rule, cfg.SearchPath)
@@ -66,15 +79,16 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 			return d, err
 		}
 		if exe != "" && !p.AllowShell {
-			if real, rerr := filepath.EvalSymlinks(exe); rerr == nil && (IsShell(filepath.Base(real)) || filepath.Base(real) == "busybox" && IsShell(filepath.Base(argv[0]))) {
+			if real, rerr := filepath.EvalSymlinks(exe); rerr == nil && (IsShell(filepath.Base(real)) || filepath.Base(real) == "busybox" && IsShell(filepath.Base(name))) {
 				return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
-					With("argv0", argv[0]).With("resolved", real)
+					With("argv0", name).With("resolved", real)
 			}
 		}
-		if exe == "" {
-			exe = name // relative to the cwd, resolved by the backend
+		if exe != "" {
+			// Wrapped programs are exec'd by their resolved path too, so a
+			// wrapper's own PATH lookup cannot pick another binary.
+			d.Argv[st.index] = exe
 		}
-		d.Argv = append([]string{exe}, argv[1:]...)
 	}
 	env, err := childEnv(req, cfg)
 	if err != nil {
@@ -82,6 +96,19 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 	}
 	d.Env = env
 	return d, nil
+}
+
+// envAssignsAllowed applies the environment allowlist to NAME=VALUE
+// operands of an env wrapper (env LD_PRELOAD=x prog), which set the child's
+// environment as much as command.env does.
+func envAssignsAllowed(assigns []string, p job.Policy, cfg Config) *job.Error {
+	for _, a := range assigns {
+		k, _, _ := strings.Cut(a, "=")
+		if !slices.Contains(p.AllowedEnv, k) && !slices.Contains(cfg.AllowedEnv, k) {
+			return job.Errorf(job.CodeEnvDenied, "environment variable set through env is not allowed by policy").With("key", k)
+		}
+	}
+	return nil
 }
 
 func findRule(rules []job.CommandRule, base string) (job.CommandRule, bool) {

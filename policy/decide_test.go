@@ -208,3 +208,77 @@ func TestPolicyVersionStable(t *testing.T) {
 		t.Error("policy version ignores allow_shell")
 	}
 }
+
+// TestDecideWrapperBypasses covers command lines that once slipped past the
+// allowlist, the environment allowlist or a pinned path through a wrapper.
+func TestDecideWrapperBypasses(t *testing.T) {
+	deep := []string{}
+	for i := 0; i < 40; i++ {
+		deep = append(deep, "nice")
+	}
+	tests := []struct {
+		name string
+		req  job.Request
+		want job.Code
+	}{
+		{"nine nested wrappers then a denied command", req([]string{"nice", "nice", "nice", "nice", "nice", "nice", "nice", "nice", "curl", "x"}, names("nice")...), job.CodeCommandDenied},
+		{"wrapper chain past the bound", req(append(deep, "true"), names("nice", "true")...), job.CodeCommandDenied},
+		{"env -S runs an unlisted command", req([]string{"env", "-S", "curl http://x"}, names("env")...), job.CodeCommandDenied},
+		{"env -S attached", req([]string{"env", "-Scurl http://x"}, names("env")...), job.CodeCommandDenied},
+		{"env --split-string=", req([]string{"env", "--split-string=curl x"}, names("env")...), job.CodeCommandDenied},
+		{"env -S with an allowed command", req([]string{"env", "-S", "true -x"}, names("env", "true")...), ""},
+		{"env -S quoted shell", req([]string{"env", "-S", "'sh' -c id"}, names("env", "sh")...), job.CodeShellDenied},
+		{"env -S with expansion", req([]string{"env", "-S", "${X} -c id"}, names("env", "true")...), job.CodeCommandDenied},
+		{"env -S cannot carry a pinned command", req([]string{"env", "-S", "true"}, job.CommandRule{Basename: "env"}, job.CommandRule{Basename: "true", Path: "/bin/true"}), job.CodeCommandDenied},
+		{"env assignment not allowed", req([]string{"env", "LD_PRELOAD=/tmp/x.so", "true"}, names("env", "true")...), job.CodeEnvDenied},
+		{"env PATH override not allowed", req([]string{"env", "PATH=./bin", "true"}, names("env", "true")...), job.CodeEnvDenied},
+		{"wrapped pinned path mismatch", req([]string{"timeout", "5", "/tmp/python3"}, job.CommandRule{Basename: "timeout"}, job.CommandRule{Basename: "python3", Path: "/usr/bin/python3"}), job.CodeCommandDenied},
+		{"wrapped wrong digest", req([]string{"timeout", "5", "true"}, job.CommandRule{Basename: "timeout"}, job.CommandRule{Basename: "true", Path: "/bin/true", SHA256: "0000000000000000000000000000000000000000000000000000000000000000"}), job.CodeCommandDenied},
+		{"wrapped not on search path", req([]string{"timeout", "5", "no-such-program-xyz"}, names("timeout", "no-such-program-xyz")...), job.CodeRunSpawnFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decide(tt.req, Config{})
+			if got := codeOf(err); got != tt.want {
+				t.Errorf("Decide(%q) code = %q (%v), want %q", tt.req.Command.Argv, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideEnvAssignAllowed(t *testing.T) {
+	r := req([]string{"env", "A=1", "true"}, names("env", "true")...)
+	r.Policy.AllowedEnv = []string{"A"}
+	if _, err := Decide(r, Config{}); err != nil {
+		t.Errorf("env A=1 with A allowed by the request: %v", err)
+	}
+	r.Policy.AllowedEnv = nil
+	if _, err := Decide(r, Config{AllowedEnv: []string{"A"}}); err != nil {
+		t.Errorf("env A=1 with A allowed by the runner: %v", err)
+	}
+}
+
+// TestDecideWrappedResolved checks that wrapped programs are exec'd by the
+// path the policy checked, not looked up again by the wrapper.
+func TestDecideWrappedResolved(t *testing.T) {
+	tests := []struct {
+		argv  []string
+		rules []job.CommandRule
+		want  []string
+	}{
+		{[]string{"timeout", "5", "true"}, names("timeout", "true"), []string{"/usr/bin/timeout", "5", "/usr/bin/true"}},
+		{[]string{"env", "--", "nice", "-n", "3", "python3", "-V"}, names("env", "nice", "python3"), []string{"/usr/bin/env", "--", "/usr/bin/nice", "-n", "3", "/usr/bin/python3", "-V"}},
+		{[]string{"nice", "python"}, []job.CommandRule{{Basename: "nice"}, {Basename: "python", Path: "/bin/true"}}, []string{"/usr/bin/nice", "/bin/true"}},
+		{[]string{"timeout", "5", "./run.sh"}, names("timeout", "run.sh"), []string{"/usr/bin/timeout", "5", "./run.sh"}},
+	}
+	for _, tt := range tests {
+		d, err := Decide(req(tt.argv, tt.rules...), Config{})
+		if err != nil {
+			t.Errorf("Decide(%q): %v", tt.argv, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, d.Argv); diff != "" {
+			t.Errorf("Decide(%q) argv (-want +got):\n%s", tt.argv, diff)
+		}
+	}
+}
