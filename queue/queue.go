@@ -58,6 +58,9 @@ type Config struct {
 	AckWait time.Duration
 	// Listen, when set, also exposes the embedded server on this host:port.
 	Listen string
+	// SyncAlways makes the embedded server fsync every stored message, so
+	// an accepted job survives a power loss, not only a process crash.
+	SyncAlways bool
 	// Token, when set, is required of every NATS client of the embedded
 	// server and is presented to an external one.
 	Token string
@@ -135,6 +138,7 @@ func embedded(cfg Config) (*server.Server, error) {
 		// Empty means no authorization (the server has no listener then,
 		// or only a loopback one; serve enforces that).
 		Authorization: cfg.Token,
+		SyncAlways:    cfg.SyncAlways,
 	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)

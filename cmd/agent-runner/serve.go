@@ -86,7 +86,7 @@ func init() {
 	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of non-streaming requests")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before the process exits (they run again after restart)")
 	f.DurationVar(&o.ackWait, "ack-wait", 10*time.Second, "redelivery timeout of a job whose worker stopped responding")
-	f.BoolVar(&o.durable, "durable", false, "fsync every result.json (power-loss safe records)")
+	f.BoolVar(&o.durable, "durable", false, "fsync every result.json and every queued job (power-loss safe records and queue)")
 	f.StringVar(&o.defaultBackend, "default-backend", "local_process", "backend for requests that name none")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
@@ -121,7 +121,7 @@ func serve(o serveOptions) error {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken})
+	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken, SyncAlways: o.durable})
 	if err != nil {
 		return err
 	}
