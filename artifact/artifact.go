@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -54,35 +55,56 @@ func Collect(ctx context.Context, layers []string, globs, deny []string, lim Lim
 	if err != nil {
 		return res, job.Wrap(job.CodeArtifactFailed, err, "artifact scan failed")
 	}
+	res.Artifacts, err = copyAll(ctx, files, lim, destDir)
+	return res, err
+}
+
+// copyAll copies the matched files into destDir within the caps and
+// returns what it copied.
+func copyAll(ctx context.Context, files []candidate, lim Limits, destDir string) ([]job.Artifact, error) {
+	out := []job.Artifact{}
 	var total int64
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
-			return res, job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
+			return out, job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
 		}
-		if lim.MaxCount > 0 && int64(len(res.Artifacts)) >= lim.MaxCount {
-			return res, job.Errorf(job.CodeArtifactDenied, "artifact count exceeds max_artifact_count").
+		if lim.MaxCount > 0 && int64(len(out)) >= lim.MaxCount {
+			return out, job.Errorf(job.CodeArtifactDenied, "artifact count exceeds max_artifact_count").
 				With("path", f.rel).With("limit", lim.MaxCount)
 		}
 		if lim.MaxFileBytes > 0 && f.size > lim.MaxFileBytes {
-			return res, job.Errorf(job.CodeArtifactDenied, "artifact exceeds max_artifact_file_bytes").
+			return out, job.Errorf(job.CodeArtifactDenied, "artifact exceeds max_artifact_file_bytes").
 				With("path", f.rel).With("limit", lim.MaxFileBytes).With("size_bytes", f.size)
 		}
 		if lim.MaxBytes > 0 && total+f.size > lim.MaxBytes {
-			return res, job.Errorf(job.CodeArtifactDenied, "artifacts exceed max_artifact_bytes").
+			return out, job.Errorf(job.CodeArtifactDenied, "artifacts exceed max_artifact_bytes").
 				With("path", f.rel).With("limit", lim.MaxBytes)
 		}
 		dest := filepath.Join(destDir, filepath.FromSlash(f.rel))
-		size, sum, err := copyOut(f.abs, dest, lim.MaxFileBytes)
+		// A file can grow between the scan and the copy (a process the job
+		// left behind): never copy more than either cap still allows.
+		bound := int64(-1) // unbounded
+		if lim.MaxFileBytes > 0 {
+			bound = lim.MaxFileBytes
+		}
+		if lim.MaxBytes > 0 && (bound < 0 || lim.MaxBytes-total < bound) {
+			bound = lim.MaxBytes - total
+		}
+		size, sum, err := copyOut(f.abs, dest, bound)
+		if errors.Is(err, errGrew) {
+			return out, job.Errorf(job.CodeArtifactDenied, "artifact grew past its cap while it was copied").
+				With("path", f.rel).With("limit", bound)
+		}
 		if err != nil {
-			return res, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
+			return out, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
 		}
 		total += size
-		res.Artifacts = append(res.Artifacts, job.Artifact{
+		out = append(out, job.Artifact{
 			Path: f.rel, Kind: "file", SizeBytes: size, SHA256: sum,
 			StorageURI: (&url.URL{Scheme: "file", Path: dest}).String(),
 		})
 	}
-	return res, nil
+	return out, nil
 }
 
 type candidate struct {
@@ -167,8 +189,11 @@ func whiteout(info fs.FileInfo) bool {
 	return ok && st.Rdev == 0
 }
 
+// errGrew reports a file that grew past its bound while it was copied.
+var errGrew = errors.New("file grew past its cap while copying")
+
 // copyOut copies one file without following symlinks and never more than
-// max bytes (0 = unbounded).
+// max bytes (max < 0: unbounded).
 func copyOut(from, to string, max int64) (int64, string, error) {
 	in, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -186,7 +211,7 @@ func copyOut(from, to string, max int64) (int64, string, error) {
 		return 0, "", err
 	}
 	var r io.Reader = in
-	if max > 0 {
+	if max >= 0 {
 		r = io.LimitReader(in, max+1)
 	}
 	h := sha256.New()
@@ -197,9 +222,9 @@ func copyOut(from, to string, max int64) (int64, string, error) {
 	if err != nil {
 		return n, "", err
 	}
-	if max > 0 && n > max {
+	if max >= 0 && n > max {
 		os.Remove(to)
-		return n, "", fmt.Errorf("file grew past max_artifact_file_bytes while copying")
+		return n, "", errGrew
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -125,3 +125,63 @@ func TestCollectLayers(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyFileThatGrew covers a file that grows between the scan and the
+// copy (a process the job left behind keeps writing): neither the per-file
+// nor the total cap may be passed, and nothing partial stays behind.
+func TestCopyFileThatGrew(t *testing.T) {
+	tests := []struct {
+		name string
+		lim  Limits
+		want []string // collected before the denial
+	}{
+		{"per-file cap", Limits{MaxFileBytes: 10}, []string{"a.out"}},
+		{"total cap", Limits{MaxBytes: 15}, []string{"a.out"}},
+		{"total cap already spent", Limits{MaxBytes: 5}, []string{"a.out"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := workspace(t, map[string]string{"a.out": "12345", "b.out": ""})
+			files, _, err := match([]string{ws}, []string{"*.out"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// b.out was empty when scanned and has 50 bytes when copied.
+			if err := os.WriteFile(filepath.Join(ws, "b.out"), []byte(strings.Repeat("g", 50)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			dest := t.TempDir()
+			got, err := copyAll(context.Background(), files, tt.lim, dest)
+			if job.CodeOf(err) != job.CodeArtifactDenied {
+				t.Fatalf("error = %v, want %s", err, job.CodeArtifactDenied)
+			}
+			if diff := cmp.Diff(tt.want, paths(got)); diff != "" {
+				t.Errorf("collected (-want +got):\n%s", diff)
+			}
+			if _, err := os.Stat(filepath.Join(dest, "b.out")); err == nil {
+				t.Error("a partial copy of the grown file was left in the run record")
+			}
+		})
+	}
+}
+
+func TestCopyOutBounds(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(src, []byte("0123456789"), 0o644)
+	tests := []struct {
+		max     int64
+		wantN   int64
+		wantErr error
+	}{
+		{-1, 10, nil}, {10, 10, nil}, {20, 10, nil}, {9, 10, errGrew}, {0, 1, errGrew},
+	}
+	for _, tt := range tests {
+		n, sum, err := copyOut(src, filepath.Join(t.TempDir(), "out"), tt.max)
+		if n != tt.wantN || err != tt.wantErr {
+			t.Errorf("copyOut(max %d) = %d, %v; want %d, %v", tt.max, n, err, tt.wantN, tt.wantErr)
+		}
+		if err == nil && sum != job.SHA256Hex([]byte("0123456789")) {
+			t.Errorf("copyOut(max %d) sha256 = %s", tt.max, sum)
+		}
+	}
+}
