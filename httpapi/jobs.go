@@ -183,7 +183,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 			writeError(w, job.Errorf(job.CodeInvalidRequest, "wait must be a duration up to 25s"))
 			return
 		}
-		if _, err := st.ReadStatus(id); err == nil {
+		// Answer before the request timeout cuts the long poll off.
+		d = min(d, s.cfg.RequestTimeout-time.Second)
+		if _, err := st.ReadStatus(id); err == nil && d > 0 {
 			ctx, cancel := context.WithTimeout(r.Context(), d)
 			_ = s.cfg.Queue.WaitTerminal(ctx, id, func() bool { _, err := st.ReadResult(id); return err == nil })
 			cancel()

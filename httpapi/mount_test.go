@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -95,5 +96,18 @@ func TestInProcessSubmitAndWait(t *testing.T) {
 	}
 	if _, err := e.api.Wait(ctx, "job_missing"); job.CodeOf(err) != job.CodeJobNotFound {
 		t.Errorf("Wait(unknown) = %v, want %s", err, job.CodeJobNotFound)
+	}
+}
+
+// TestLongPollEndsBeforeTheRequestTimeout: ?wait longer than the request
+// timeout answers with the current status, not a timeout error.
+func TestLongPollEndsBeforeTheRequestTimeout(t *testing.T) {
+	e := newEnv(t, opts{noWorkers: true, timeout: 1500 * time.Millisecond})
+	id := e.submit(e.request([]string{"true"}, "true"))
+	code, body, _ := get(t, e.url+"/v1/jobs/"+id+"?wait=20s")
+	var st httpapi.JobStatus
+	json.Unmarshal(body, &st)
+	if code != http.StatusOK || st.Status != job.StatusQueued {
+		t.Errorf("GET ?wait=20s with a 1.5s request timeout = %d %s, want 200 queued", code, body)
 	}
 }

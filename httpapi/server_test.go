@@ -43,6 +43,7 @@ type opts struct {
 	noWorkers bool
 	tokens    *auth.Tokens
 	natsURL   string
+	timeout   time.Duration
 }
 
 func newEnv(t *testing.T, o opts) *env {
@@ -60,7 +61,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens})
+	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens, RequestTimeout: o.timeout})
 	srv := httptest.NewServer(api.Handler())
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
