@@ -37,7 +37,7 @@ func Protected(rel string) bool {
 	parts := strings.Split(rel, "/")
 	for i, p := range parts {
 		last := i == len(parts)-1
-		if protectedDirs[p] && (!last || true) {
+		if protectedDirs[p] || i > 0 && protectedDirs[parts[i-1]+"/"+p] {
 			return true
 		}
 		if p == ".env" || strings.HasPrefix(p, ".env.") {

@@ -60,9 +60,10 @@ func TestProtectedExclusions(t *testing.T) {
 		"id_rsa": "key", "id_rsa.pub": "public", "keys/id_ed25519": "key", "tls/server.pem": "x", "tls/server.key": "x",
 		"secrets/db.txt": "x", "app/secrets/token": "x", ".ssh/config": "x", ".aws/credentials": "x",
 		".netrc": "x", ".npmrc": "x", "cert.p12": "x",
+		".config/gcloud/credentials.db": "x", ".config/app.toml": "x",
 	})
 	_, got := copied(t, src, Options{})
-	want := []string{"README.md", "id_rsa.pub", "src/main.py"}
+	want := []string{".config/app.toml", "README.md", "id_rsa.pub", "src/main.py"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("snapshot files (-want +got):\n%s", diff)
 	}
