@@ -146,7 +146,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	go func() {
 		// Comment lines keep proxies from closing an idle stream.
-		t := time.NewTicker(15 * time.Second)
+		t := time.NewTicker(s.cfg.KeepAlive)
 		defer t.Stop()
 		for {
 			select {

@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,5 +111,37 @@ func TestLongPollEndsBeforeTheRequestTimeout(t *testing.T) {
 	json.Unmarshal(body, &st)
 	if code != http.StatusOK || st.Status != job.StatusQueued {
 		t.Errorf("GET ?wait=20s with a 1.5s request timeout = %d %s, want 200 queued", code, body)
+	}
+}
+
+// TestSSEKeepAlive: an idle event stream gets comment lines.
+func TestSSEKeepAlive(t *testing.T) {
+	e := newEnv(t, opts{noWorkers: true, keepAlive: 50 * time.Millisecond})
+	id := e.submit(e.request([]string{"true"}, "true"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/v1/jobs/"+id+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type = %q, want text/event-stream", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if sc.Text() == ": keep-alive" {
+			break
+		}
+	}
+	if len(lines) == 0 || lines[len(lines)-1] != ": keep-alive" {
+		t.Errorf("stream lines %q, want a keep-alive comment", lines)
+	}
+	// The queued event came first.
+	if !slices.Contains(lines, "event: status") {
+		t.Errorf("stream lines %q lack the queued status event", lines)
 	}
 }

@@ -41,8 +41,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// RequestTimeout bounds non-streaming requests (default 30 s).
 	RequestTimeout time.Duration
-	Registry       *prometheus.Registry
-	Tracer         trace.Tracer
+	// KeepAlive is the interval of SSE comment lines on an idle stream
+	// (default 15 s).
+	KeepAlive time.Duration
+	Registry  *prometheus.Registry
+	Tracer    trace.Tracer
 }
 
 // Server serves the HTTP API.
@@ -60,6 +63,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

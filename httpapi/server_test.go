@@ -44,6 +44,7 @@ type opts struct {
 	tokens    *auth.Tokens
 	natsURL   string
 	timeout   time.Duration
+	keepAlive time.Duration
 }
 
 func newEnv(t *testing.T, o opts) *env {
@@ -61,7 +62,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens, RequestTimeout: o.timeout})
+	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens, RequestTimeout: o.timeout, KeepAlive: o.keepAlive})
 	srv := httptest.NewServer(api.Handler())
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)

@@ -45,6 +45,11 @@ const (
 	consumerName  = "workers"
 )
 
+// MaxEventsPerJob bounds one job's replayable live events (status changes
+// and output chunks); older ones are dropped first. A finished job's output
+// stays in its run record.
+const MaxEventsPerJob = 10000
+
 // Config configures a Queue.
 type Config struct {
 	// URL of an external NATS server; empty embeds one.
@@ -178,7 +183,10 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 		Storage:  jetstream.MemoryStorage,
 		MaxAge:   time.Hour,
 		MaxBytes: 256 << 20,
-		Discard:  jetstream.DiscardOld,
+		// Each job keeps its last MaxEventsPerJob events for replay, so a
+		// chatty job cannot push other jobs' events out.
+		MaxMsgsPerSubject: MaxEventsPerJob,
+		Discard:           jetstream.DiscardOld,
 	})
 	if err != nil {
 		return job.Wrap(job.CodeQueueClosed, err, "cannot create the events stream")

@@ -300,3 +300,39 @@ func TestTokenGuardsTheListener(t *testing.T) {
 		t.Errorf("worker got %s, want job_t", d.JobID)
 	}
 }
+
+// TestEventsAreBoundedPerJob: a chatty job keeps only its last
+// MaxEventsPerJob events and does not push out another job's.
+func TestEventsAreBoundedPerJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := open(t, queue.Config{})
+	q.Publish(queue.Event{Type: queue.EventStatus, JobID: "job_quiet", Status: job.StatusCompleted})
+	for i := range queue.MaxEventsPerJob + 5 {
+		q.Publish(queue.Event{Type: queue.EventStdout, JobID: "job_chatty", Data: []byte{byte(i)}})
+	}
+	q.Publish(queue.Event{Type: queue.EventStatus, JobID: "job_chatty", Status: job.StatusCompleted})
+	q.Flush(ctx)
+	count := func(id string) int {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		ch, err := q.Events(sctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for ev := range ch {
+			n++
+			if ev.Status.Terminal() {
+				break
+			}
+		}
+		return n
+	}
+	if got := count("job_chatty"); got != queue.MaxEventsPerJob {
+		t.Errorf("job_chatty replays %d events, want %d", got, queue.MaxEventsPerJob)
+	}
+	if got := count("job_quiet"); got != 1 {
+		t.Errorf("job_quiet replays %d events, want 1", got)
+	}
+}
