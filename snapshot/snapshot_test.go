@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -106,6 +107,47 @@ func TestSymlinks(t *testing.T) {
 		if skipped[p] != SkipSymlink {
 			t.Errorf("escaping symlink %q: skip reason %q, want %q", p, skipped[p], SkipSymlink)
 		}
+	}
+}
+
+// TestSymlinkThroughSymlink covers a link whose target passes through
+// another link: "d/up" -> ".." is inside (it names the root), and the
+// lexical check counts "d/up" as two levels down, but the kernel resolves
+// "d/up/.." to the parent of the root, so x reaches /etc/passwd.
+func TestSymlinkThroughSymlink(t *testing.T) {
+	src := tree(t, map[string]string{"d/f": "f"})
+	os.Symlink("..", filepath.Join(src, "d", "up"))
+	escape := "d/up/d/up/d/up/d/up" + strings.Repeat("/..", 8) + "/etc/passwd"
+	os.Symlink(escape, filepath.Join(src, "x"))
+	os.Symlink("d/up/d/f", filepath.Join(src, "y")) // resolves inside
+	if !symlinkInside("x", escape) {
+		t.Fatal("the lexical check alone should pass x; the test needs a link it cannot see through")
+	}
+	if real, err := filepath.EvalSymlinks(filepath.Join(src, "x")); err != nil || real != "/etc/passwd" {
+		t.Fatalf("x resolves to %q, %v; the test expects /etc/passwd", real, err)
+	}
+	m, got := copied(t, src, Options{})
+	if diff := cmp.Diff([]string{"d/f", "d/up", "y"}, got); diff != "" {
+		t.Errorf("snapshot (-want +got):\n%s", diff)
+	}
+	if len(m.Skips) != 1 || m.Skips[0] != (Skip{"x", SkipSymlink}) {
+		t.Errorf("skips = %+v, want x as %s", m.Skips, SkipSymlink)
+	}
+}
+
+func TestSocketSkipped(t *testing.T) {
+	src := tree(t, map[string]string{"a": "a"})
+	l, err := net.Listen("unix", filepath.Join(src, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	m, got := copied(t, src, Options{})
+	if diff := cmp.Diff([]string{"a"}, got); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if len(m.Skips) != 1 || m.Skips[0] != (Skip{"sock", SkipSpecial}) {
+		t.Errorf("skips = %+v, want the socket as special_file", m.Skips)
 	}
 }
 
@@ -235,4 +277,35 @@ func FuzzSymlinkInside(f *testing.F) {
 			t.Fatalf("symlinkInside(%q, %q) accepted a target resolving to %q", rel, target, joined)
 		}
 	})
+}
+
+func TestResolvesInside(t *testing.T) {
+	root := tree(t, map[string]string{"d/e/f": "f"})
+	links := map[string]string{"d/up": "..", "loop1": "loop2", "loop2": "loop1", "d/abs": "/etc", "d/e/top": "../.."}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		rel, target string
+		want        bool
+	}{
+		{"x", "d/e/f", true},
+		{"x", "d/up/d/e/f", true},
+		{"x", "d/up/..", false},
+		{"d/x", "up/d/up/..", false},
+		{"d/x", "up/up/..", true}, // root/up does not exist: lexical from there
+		{"d/e/x", "top/d/e/top/..", false},
+		{"x", "d/e/top/d", true},
+		{"x", "loop1", false},
+		{"x", "d/abs/passwd", false},
+		{"x", "missing/../d/e/f", true},
+		{"x", "missing/../../x", false},
+	}
+	for _, tt := range tests {
+		if got := resolvesInside(root, tt.rel, tt.target); got != tt.want {
+			t.Errorf("resolvesInside(%q -> %q) = %v, want %v", tt.rel, tt.target, got, tt.want)
+		}
+	}
 }

@@ -87,7 +87,7 @@ func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([
 			if err != nil {
 				return err
 			}
-			if !symlinkInside(rel, target) {
+			if !symlinkInside(rel, target) || !resolvesInside(src, rel, target) {
 				skips = append(skips, Skip{rel, SkipSymlink})
 				return nil
 			}
@@ -163,6 +163,52 @@ func symlinkInside(rel, target string) bool {
 		default:
 			depth++
 		}
+	}
+	return true
+}
+
+// maxLinkHops bounds the links resolvesInside follows (the kernel's
+// MAXSYMLINKS is 40); a longer chain is treated as escaping.
+const maxLinkHops = 40
+
+// resolvesInside follows target from the directory of the link at rel the
+// way the kernel would, through any other links inside root, and reports
+// whether it stays under root. symlinkInside alone is lexical: with
+// "d/up" -> "..", the target "d/up/d/up/../../.." passes it but climbs out.
+// Components that do not exist are taken lexically.
+func resolvesInside(root, rel, target string) bool {
+	var cur []string
+	if dir := path.Dir(rel); dir != "." {
+		cur = strings.Split(dir, "/")
+	}
+	pending := strings.Split(target, "/")
+	hops := 0
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return false
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		next := append(cur[:len(cur):len(cur)], c)
+		full := filepath.Join(root, filepath.FromSlash(strings.Join(next, "/")))
+		fi, err := os.Lstat(full)
+		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		hops++
+		link, err := os.Readlink(full)
+		if err != nil || hops > maxLinkHops || link == "" || path.IsAbs(link) {
+			return false
+		}
+		pending = append(strings.Split(link, "/"), pending...)
 	}
 	return true
 }
