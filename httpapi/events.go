@@ -143,8 +143,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return nil
 	}
 	streamCtx, stop := context.WithCancel(ctx)
-	defer stop()
+	keepAliveDone := make(chan struct{})
+	// The keep-alive goroutine must be gone before the handler returns:
+	// the ResponseWriter is invalid after that.
+	defer func() { stop(); <-keepAliveDone }()
 	go func() {
+		defer close(keepAliveDone)
 		// Comment lines keep proxies from closing an idle stream.
 		t := time.NewTicker(s.cfg.KeepAlive)
 		defer t.Stop()
