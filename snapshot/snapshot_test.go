@@ -309,3 +309,47 @@ func TestResolvesInside(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResolvesInside checks resolvesInside against the kernel: whenever it
+// accepts a link and the link resolves, the resolved path is inside root.
+func FuzzResolvesInside(f *testing.F) {
+	for _, s := range []string{"d/e/f", "d/up/d/up/../..", "d/e/top/..", "d/side/../../x", "d/up/d/e/top/d/up/..", "../x", "d/./up/."} {
+		f.Add(false, s)
+		f.Add(true, s)
+	}
+	base := f.TempDir()
+	root := filepath.Join(base, "a", "b", "root")
+	for _, d := range []string{"d/e", "d/e2"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "d/e/f"), []byte("f"), 0o644)
+	os.WriteFile(filepath.Join(base, "a", "outside"), []byte("o"), 0o644)
+	for name, target := range map[string]string{"d/up": "..", "d/e/top": "../..", "d/side": "e", "d/e2/loop": "../e2/loop"} {
+		os.Symlink(target, filepath.Join(root, name))
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, nested bool, target string) {
+		rel := "x"
+		if nested {
+			rel = "d/x"
+		}
+		if !symlinkInside(rel, target) || !resolvesInside(root, rel, target) {
+			return
+		}
+		link := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.Symlink(target, link); err != nil {
+			return
+		}
+		defer os.Remove(link)
+		real, err := filepath.EvalSymlinks(link)
+		if err != nil {
+			return // does not resolve: nothing to reach
+		}
+		if real != realRoot && !strings.HasPrefix(real, realRoot+"/") {
+			t.Fatalf("link %s -> %q accepted but resolves to %s", rel, target, real)
+		}
+	})
+}
