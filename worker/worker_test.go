@@ -62,7 +62,12 @@ func (g *rig) run(t *testing.T, n int) {
 	got := make(chan struct{}, 16)
 	pool := worker.New(worker.Config{Workers: 1, Runner: g.r, Queue: g.q, Grace: 5 * time.Second,
 		Started: func(_ job.Request, attempt int) { g.mu.Lock(); g.started = append(g.started, attempt); g.mu.Unlock() },
-		Result:  func(res job.Result) { g.mu.Lock(); g.results = append(g.results, res); g.mu.Unlock(); got <- struct{}{} },
+		Result: func(res job.Result) {
+			g.mu.Lock()
+			g.results = append(g.results, res)
+			g.mu.Unlock()
+			got <- struct{}{}
+		},
 	})
 	go func() { pool.Run(ctx); close(done) }()
 	for range n {
