@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -50,6 +51,15 @@ func (r *Runner) Execute(ctx context.Context, req job.Request, opts Options) job
 		Trace:   req.Trace,
 		Attempt: opts.Attempt,
 	}
+	if _, busy := r.active.LoadOrStore(req.JobID, struct{}{}); busy {
+		// Nothing is written: the record belongs to the running attempt.
+		e.res.Status = job.StatusFailed
+		e.res.Error = job.Errorf(job.CodeJobConflict, "job_id is already running in this runner").With("job_id", req.JobID)
+		e.res.EndedAt = time.Now().UTC()
+		e.res.Stdout, e.res.Stderr = e.stdout.Output(), e.stderr.Output()
+		return e.res
+	}
+	defer r.active.Delete(req.JobID)
 	if err := e.begin(); err != nil {
 		return e.finish(err)
 	}
@@ -72,6 +82,13 @@ func (e *execution) stage(name string, since time.Time) {
 // begin creates the record and marks the job running.
 func (e *execution) begin() error {
 	st := e.r.store
+	if st.Exists(e.req.JobID) {
+		// A previous attempt (a crash, a redelivery) left a record without
+		// result.json: start from a clean directory.
+		if err := e.clearUnfinished(); err != nil {
+			return err
+		}
+	}
 	if err := st.Create(e.req.JobID); err != nil {
 		return err
 	}
@@ -83,6 +100,20 @@ func (e *execution) begin() error {
 	}
 	if e.opts.Status != nil {
 		e.opts.Status(e.req.JobID, job.StatusRunning)
+	}
+	return nil
+}
+
+// unfinishedLeftovers are what an attempt writes after request.json and
+// status.json.
+var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, store.ResultFile}
+
+func (e *execution) clearUnfinished() error {
+	dir := e.r.store.RunDir(e.req.JobID)
+	for _, name := range unfinishedLeftovers {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot clear an unfinished attempt").With("path", name)
+		}
 	}
 	return nil
 }

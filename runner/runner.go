@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,6 +49,9 @@ type Runner struct {
 	cfg   Config
 	store *store.Store
 	log   *slog.Logger
+	// active holds the ids of jobs executing in this runner, so a
+	// duplicate Execute of a running id cannot clear its record.
+	active sync.Map
 }
 
 // New opens the store and returns a Runner.
