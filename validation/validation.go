@@ -93,7 +93,13 @@ func workspace(w *job.Workspace) error {
 	if err != nil || !fi.IsDir() {
 		return invalid("workspace.path", "must be an existing directory").With("path", w.Path)
 	}
-	w.Path = abs
+	// The snapshot walk never follows symlinks, the root included: a path
+	// that is (or passes through) a link is resolved here, once.
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return invalid("workspace.path", "cannot be resolved").With("path", w.Path)
+	}
+	w.Path = real
 	switch w.SnapshotStrategy {
 	case "":
 		w.SnapshotStrategy = job.SnapshotCopy

@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -103,5 +105,63 @@ func TestLimitsRunnerConfig(t *testing.T) {
 	r.Limits.TimeoutMS = 1001
 	if err := Request(&r, c); job.CodeOf(err) != job.CodeLimitExceeded {
 		t.Errorf("over runner max = %v, want %s", err, job.CodeLimitExceeded)
+	}
+}
+
+// TestWorkspacePathResolved: a workspace path that is a symlink to a
+// directory (or relative) becomes the real absolute directory, because the
+// snapshot walk never follows a link, not even at the root.
+func TestWorkspacePathResolved(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	os.Mkdir(real, 0o755)
+	os.Symlink("real", filepath.Join(dir, "link"))
+	wantReal, _ := filepath.EvalSymlinks(real)
+	t.Chdir(dir)
+	for _, p := range []string{filepath.Join(dir, "link"), "link", "./real", real} {
+		r := base(t)
+		r.Workspace.Path = p
+		if err := Request(&r, cfg); err != nil {
+			t.Fatalf("Request(path %q): %v", p, err)
+		}
+		if r.Workspace.Path != wantReal {
+			t.Errorf("workspace.path %q normalized to %q, want %q", p, r.Workspace.Path, wantReal)
+		}
+	}
+	os.Symlink("missing", filepath.Join(dir, "dangling"))
+	r := base(t)
+	r.Workspace.Path = filepath.Join(dir, "dangling")
+	if err := Request(&r, cfg); job.CodeOf(err) != job.CodeInvalidRequest {
+		t.Errorf("dangling workspace link = %v, want %s", err, job.CodeInvalidRequest)
+	}
+}
+
+// TestEveryLimit checks each limit field through the JSON contract: a
+// negative value is invalid, a value over the runner maximum is
+// limit_exceeded, zero takes the default.
+func TestEveryLimit(t *testing.T) {
+	for _, f := range limitFields {
+		for _, tt := range []struct {
+			name string
+			v    int64
+			want job.Code
+		}{
+			{"negative", -1, job.CodeInvalidRequest},
+			{"over max", *f.get(&DefaultMax) + 1, job.CodeLimitExceeded},
+			{"at max", *f.get(&DefaultMax), ""},
+			{"zero takes the default", 0, ""},
+		} {
+			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
+				r := base(t)
+				*f.get(&r.Limits) = tt.v
+				err := Request(&r, cfg)
+				if got := job.CodeOf(err); got != tt.want {
+					t.Fatalf("limits.%s = %d: %v, want %q", f.name, tt.v, err, tt.want)
+				}
+				if tt.v == 0 && *f.get(&r.Limits) != *f.get(&DefaultLimits) {
+					t.Errorf("limits.%s default = %d, want %d", f.name, *f.get(&r.Limits), *f.get(&DefaultLimits))
+				}
+			})
+		}
 	}
 }
