@@ -16,6 +16,7 @@ import (
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
 )
 
 // TestMountedRoutesAreGuarded checks that routes other doors add on Mux
@@ -143,5 +144,31 @@ func TestSSEKeepAlive(t *testing.T) {
 	// The queued event came first.
 	if !slices.Contains(lines, "event: status") {
 		t.Errorf("stream lines %q lack the queued status event", lines)
+	}
+}
+
+// TestDropUnqueued: a record left "queued" by a submit that never reached
+// the queue is removed; queued, running and finished jobs are kept.
+func TestDropUnqueued(t *testing.T) {
+	e := newEnv(t, opts{noWorkers: true})
+	queued := e.submit(e.request([]string{"true"}, "true"))
+	st := e.r.Store()
+	orphan := "job_orphan-1"
+	st.Create(orphan)
+	st.WriteStatus(store.StatusRecord{JobID: orphan, Status: job.StatusQueued})
+	running := "job_running-1"
+	st.Create(running)
+	st.WriteStatus(store.StatusRecord{JobID: running, Status: job.StatusRunning})
+	got, err := e.api.DropUnqueued(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{orphan}, got); diff != "" {
+		t.Errorf("dropped (-want +got):\n%s", diff)
+	}
+	for id, want := range map[string]bool{queued: true, orphan: false, running: true} {
+		if st.Exists(id) != want {
+			t.Errorf("record of %s exists = %v, want %v", id, !want, want)
+		}
 	}
 }

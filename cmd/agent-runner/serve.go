@@ -145,6 +145,13 @@ func serve(o serveOptions) error {
 		Runner: r, Queue: q, Logger: log, Tokens: tokens, MaxBodyBytes: o.maxBody,
 		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer,
 	})
+	if o.natsURL == "" && o.natsListen == "" {
+		// Only this process submits to its own queue: drop records of
+		// submits a crash cut off before they were queued.
+		if _, err := api.DropUnqueued(ctx); err != nil {
+			return err
+		}
+	}
 	for _, mount := range serveMounts {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
