@@ -92,8 +92,11 @@ func (e *execution) begin() error {
 	if err := st.Create(e.req.JobID); err != nil {
 		return err
 	}
-	if err := st.WriteRequest(e.req); err != nil {
-		return err
+	// The HTTP door already wrote request.json when it accepted the job.
+	if _, err := os.Stat(filepath.Join(st.RunDir(e.req.JobID), store.RequestFile)); err != nil {
+		if err := st.WriteRequest(e.req); err != nil {
+			return err
+		}
 	}
 	if err := st.WriteStatus(store.StatusRecord{JobID: e.req.JobID, Status: job.StatusRunning, Attempt: e.opts.Attempt, Backend: e.req.Backend.Kind}); err != nil {
 		return err
