@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strings"
 )
 
 // SHA256Hex is the lowercase hex SHA-256 of b.
@@ -55,9 +57,29 @@ func ResultSHA256(r Result) string {
 }
 
 // PolicyVersion is "sha256:" + the hash of the canonical policy JSON.
+// Canonical means that lists whose order does not change the decision are
+// sorted and deduplicated (allowed_env, artifact globs), and allowed
+// commands are stably sorted by basename (the first rule for a basename
+// still wins), so the same policy written in another order has the same
+// version.
 func PolicyVersion(p Policy) string {
+	p.AllowedEnv = sortedSet(p.AllowedEnv)
+	p.ArtifactGlobs = sortedSet(p.ArtifactGlobs)
+	p.ArtifactDenyGlobs = sortedSet(p.ArtifactDenyGlobs)
+	rules := slices.Clone(p.AllowedCommands)
+	slices.SortStableFunc(rules, func(a, b CommandRule) int { return strings.Compare(a.Basename, b.Basename) })
+	p.AllowedCommands = slices.Compact(rules)
 	b, _ := json.Marshal(p)
 	return "sha256:" + SHA256Hex(b)
+}
+
+func sortedSet(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return slices.Compact(s)
 }
 
 // MarshalIndent encodes v as indented JSON without HTML escaping (so "<"
