@@ -3,6 +3,7 @@ package policy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -279,6 +280,51 @@ func TestDecideWrappedResolved(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, d.Argv); diff != "" {
 			t.Errorf("Decide(%q) argv (-want +got):\n%s", tt.argv, diff)
+		}
+	}
+}
+
+func TestPolicyVersionCanonical(t *testing.T) {
+	p := job.Policy{
+		AllowedCommands: []job.CommandRule{{Basename: "b"}, {Basename: "a", Path: "/x/a"}, {Basename: "a", Path: "/y/a"}},
+		AllowedEnv:      []string{"Y", "X", "Y"},
+		ArtifactGlobs:   []string{"b/**", "a/**"},
+	}
+	reordered := job.Policy{
+		AllowedCommands: []job.CommandRule{{Basename: "a", Path: "/x/a"}, {Basename: "a", Path: "/y/a"}, {Basename: "b"}},
+		AllowedEnv:      []string{"X", "Y"},
+		ArtifactGlobs:   []string{"a/**", "b/**"},
+	}
+	if job.PolicyVersion(p) != job.PolicyVersion(reordered) {
+		t.Error("the same policy in another order has another version")
+	}
+	// Which rule comes first for one basename decides the pinned path, so
+	// swapping those two is a different policy.
+	swapped := reordered
+	swapped.AllowedCommands = []job.CommandRule{{Basename: "a", Path: "/y/a"}, {Basename: "a", Path: "/x/a"}, {Basename: "b"}}
+	if job.PolicyVersion(swapped) == job.PolicyVersion(reordered) {
+		t.Error("rules for one basename in another order (a different decision) share a version")
+	}
+	before := append([]string(nil), p.AllowedEnv...)
+	job.PolicyVersion(p)
+	if diff := cmp.Diff(before, p.AllowedEnv); diff != "" {
+		t.Errorf("PolicyVersion modified its argument:\n%s", diff)
+	}
+	for name, change := range map[string]func(*job.Policy){
+		"allow_shell":    func(p *job.Policy) { p.AllowShell = true },
+		"network":        func(p *job.Policy) { p.Network = job.NetworkHost },
+		"env":            func(p *job.Policy) { p.AllowedEnv = append(p.AllowedEnv, "Z") },
+		"command":        func(p *job.Policy) { p.AllowedCommands = append(p.AllowedCommands, job.CommandRule{Basename: "c"}) },
+		"digest":         func(p *job.Policy) { p.AllowedCommands[0].SHA256 = "00" },
+		"deny glob":      func(p *job.Policy) { p.ArtifactDenyGlobs = []string{"*.log"} },
+		"artifact globs": func(p *job.Policy) { p.ArtifactGlobs = nil },
+	} {
+		q := reordered
+		q.AllowedCommands = slices.Clone(reordered.AllowedCommands)
+		q.AllowedEnv = slices.Clone(reordered.AllowedEnv)
+		change(&q)
+		if job.PolicyVersion(q) == job.PolicyVersion(reordered) {
+			t.Errorf("changing %s did not change the policy version", name)
 		}
 	}
 }
