@@ -353,3 +353,33 @@ func FuzzResolvesInside(f *testing.F) {
 		}
 	})
 }
+
+func TestIncludeExcludeTable(t *testing.T) {
+	files := map[string]string{
+		"main.py": "m", "src/a.py": "a", "src/b.txt": "b", "src/deep/c.py": "c", "tests/t.py": "t",
+		"docs/d.md": "d", "docs/api/e.md": "e", "build/out.o": "o",
+	}
+	tests := []struct {
+		name             string
+		include, exclude []string
+		want             []string
+	}{
+		{"everything", nil, nil, []string{"build/out.o", "docs/api/e.md", "docs/d.md", "main.py", "src/a.py", "src/b.txt", "src/deep/c.py", "tests/t.py"}},
+		{"top-level star is one level", []string{"*.py"}, nil, []string{"main.py"}},
+		{"double star at any depth", []string{"**/*.py"}, nil, []string{"main.py", "src/a.py", "src/deep/c.py", "tests/t.py"}},
+		{"directory subtree", []string{"src/**"}, nil, []string{"src/a.py", "src/b.txt", "src/deep/c.py"}},
+		{"exclude wins over include", []string{"src/**"}, []string{"src/deep/**"}, []string{"src/a.py", "src/b.txt"}},
+		{"exclude a bare directory name", nil, []string{"docs", "build"}, []string{"main.py", "src/a.py", "src/b.txt", "src/deep/c.py", "tests/t.py"}},
+		{"exclude by extension everywhere", nil, []string{"**/*.md", "**/*.o", "**/*.txt"}, []string{"main.py", "src/a.py", "src/deep/c.py", "tests/t.py"}},
+		{"brace alternatives", []string{"{src,tests}/*.py"}, nil, []string{"src/a.py", "tests/t.py"}},
+		{"include matching nothing", []string{"nothing/**"}, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, got := copied(t, tree(t, files), Options{Include: tt.include, Exclude: tt.exclude})
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("include %q exclude %q (-want +got):\n%s", tt.include, tt.exclude, diff)
+			}
+		})
+	}
+}
