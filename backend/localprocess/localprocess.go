@@ -91,12 +91,20 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 	reason := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
+		// Descendants seen at the first stop are remembered, so one whose
+		// parent died of the TERM (and which was reparented away) still
+		// gets the KILL.
+		var tree []int
 		reason <- backend.Supervise(ctx, spec.Limits, done, func(force bool) {
 			sig := unix.SIGTERM
 			if force {
 				sig = unix.SIGKILL
 			}
+			tree = append(tree, descendants(pgid)...)
 			_ = unix.Kill(-pgid, sig)
+			for _, pid := range tree {
+				_ = unix.Kill(pid, sig)
+			}
 		})
 	}()
 	waitErr := cmd.Wait()
