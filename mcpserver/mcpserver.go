@@ -1,0 +1,227 @@
+// Package mcpserver exposes agent-runner to MCP clients (official Go SDK):
+// sandbox.run, sandbox.status, sandbox.artifacts and sandbox.cancel. Seed
+// 001 names the tool "sandbox/run"; MCP tool names may only use
+// [A-Za-z0-9_.-], so the slash becomes a dot. Before a request is built the
+// server refuses shell strings (unless the operator allowed shells) and
+// workspaces outside the operator-approved roots; the runner then applies
+// its own validation and policy as for every other door.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
+)
+
+// Config configures the MCP server.
+type Config struct {
+	// Jobs starts, waits for and cancels jobs (in-process runner, or the
+	// serve queue).
+	Jobs Executor
+	// WorkspaceRoots are the directories a workspace_path must lie under.
+	// With none, every sandbox.run is refused.
+	WorkspaceRoots []string
+	// AllowShell lets argv name a shell (the request policy must still
+	// allow it).
+	AllowShell bool
+	Version    string
+}
+
+// RunArgs are sandbox.run's arguments.
+type RunArgs struct {
+	WorkspacePath    string            `json:"workspace_path" jsonschema:"host directory to snapshot; must lie under an approved --workspace-root"`
+	Argv             []string          `json:"argv" jsonschema:"program and arguments, never a shell string"`
+	Cwd              string            `json:"cwd,omitempty" jsonschema:"working directory relative to the snapshot root"`
+	Env              map[string]string `json:"env,omitempty" jsonschema:"environment additions; keys must be allowed by policy.allowed_env"`
+	Policy           map[string]any    `json:"policy,omitempty" jsonschema:"RunJobRequest policy object (allowed_commands, allowed_env, artifact_globs, ...)"`
+	Trace            map[string]any    `json:"trace,omitempty" jsonschema:"caller metadata echoed in the result"`
+	Limits           *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits"`
+	Backend          string            `json:"backend,omitempty" jsonschema:"backend kind, e.g. local_process or linux_sandbox"`
+	SnapshotStrategy string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay"`
+	Wait             *bool             `json:"wait,omitempty" jsonschema:"wait for the result (default true); false returns the queued job id"`
+}
+
+// JobArgs name one job.
+type JobArgs struct {
+	JobID string `json:"job_id" jsonschema:"the job id returned by sandbox.run"`
+}
+
+// JobOutput is a job's status and, once terminal, its RunJobResult.
+type JobOutput struct {
+	JobID  string         `json:"job_id"`
+	Status string         `json:"status"`
+	Result map[string]any `json:"result,omitempty" jsonschema:"the RunJobResult, present once the job is terminal"`
+}
+
+// ArtifactsOutput lists a terminal job's artifacts.
+type ArtifactsOutput struct {
+	JobID     string         `json:"job_id"`
+	Artifacts []job.Artifact `json:"artifacts"`
+}
+
+// New builds the MCP server with the sandbox tools.
+func New(cfg Config) *mcp.Server {
+	if cfg.Version == "" {
+		cfg.Version = "1"
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "agent-runner", Version: cfg.Version}, nil)
+	h := &handlers{cfg: cfg}
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.run", Description: "Run an argv in a snapshot of an approved workspace under agent-runner policy and return the RunJobResult (seed 001's sandbox/run)."}, h.run)
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.status", Description: "Status of a job, with its RunJobResult once terminal."}, h.status)
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.artifacts", Description: "Artifact metadata (path, size, sha256, storage_uri) of a terminal job."}, h.artifacts)
+	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.cancel", Description: "Cancel a queued or running job."}, h.cancel)
+	return s
+}
+
+type handlers struct{ cfg Config }
+
+func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, a RunArgs) (*mcp.CallToolResult, JobOutput, error) {
+	req, err := h.request(a)
+	if err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	id, err := h.cfg.Jobs.Start(ctx, req)
+	if err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	if a.Wait != nil && !*a.Wait {
+		return nil, JobOutput{JobID: id, Status: string(job.StatusQueued)}, nil
+	}
+	res, err := h.cfg.Jobs.Wait(ctx, id)
+	if err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	return nil, resultOutput(res), nil
+}
+
+func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+	st, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
+	if err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	if res != nil {
+		return nil, resultOutput(*res), nil
+	}
+	return nil, JobOutput{JobID: a.JobID, Status: string(st)}, nil
+}
+
+func (h *handlers) artifacts(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, ArtifactsOutput, error) {
+	_, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
+	if err != nil {
+		return toolError(err), ArtifactsOutput{}, nil
+	}
+	if res == nil {
+		return toolError(job.Errorf(job.CodeNotTerminal, "job has not finished").With("job_id", a.JobID)), ArtifactsOutput{}, nil
+	}
+	return nil, ArtifactsOutput{JobID: a.JobID, Artifacts: res.Artifacts}, nil
+}
+
+func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+	if err := h.cfg.Jobs.Cancel(ctx, a.JobID); err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	st, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
+	if err != nil {
+		return toolError(err), JobOutput{}, nil
+	}
+	if res != nil {
+		return nil, resultOutput(*res), nil
+	}
+	return nil, JobOutput{JobID: a.JobID, Status: string(st)}, nil
+}
+
+// Request applies the adapter rules (no shell strings, approved workspace
+// roots) and builds the RunJobRequest sandbox.run would submit.
+func Request(cfg Config, a RunArgs) (job.Request, error) { return (&handlers{cfg: cfg}).request(a) }
+
+// request checks the adapter rules and builds the RunJobRequest.
+func (h *handlers) request(a RunArgs) (job.Request, error) {
+	if len(a.Argv) == 0 || a.Argv[0] == "" {
+		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "argv must be a non-empty array")
+	}
+	if !h.cfg.AllowShell {
+		if policy.IsShell(filepath.Base(a.Argv[0])) {
+			return job.Request{}, job.Errorf(job.CodeShellDenied, "shell execution is not enabled on this MCP server").With("argv0", a.Argv[0])
+		}
+		if len(a.Argv) == 1 && strings.ContainsAny(a.Argv[0], " \t|;&$`<>()") {
+			return job.Request{}, job.Errorf(job.CodeShellDenied, "argv[0] looks like a shell command string; pass a program and its arguments").With("argv0", a.Argv[0])
+		}
+	}
+	ws, err := h.approved(a.WorkspacePath)
+	if err != nil {
+		return job.Request{}, err
+	}
+	req := job.Request{
+		Workspace: job.Workspace{Path: ws, SnapshotStrategy: a.SnapshotStrategy},
+		Command:   job.Command{Argv: a.Argv, Cwd: a.Cwd, Env: a.Env},
+		Backend:   job.BackendSpec{Kind: a.Backend},
+	}
+	if a.Limits != nil {
+		req.Limits = *a.Limits
+	}
+	if a.Policy != nil {
+		b, _ := json.Marshal(a.Policy)
+		var p job.Policy
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return job.Request{}, job.Wrap(job.CodeInvalidRequest, err, "policy is not a RunJobRequest policy")
+		}
+		req.Policy = p
+	}
+	if a.Trace != nil {
+		b, _ := json.Marshal(a.Trace)
+		req.Trace = job.Trace(b)
+	}
+	return req, nil
+}
+
+// approved resolves the workspace (symlinks included) and requires it to
+// lie under an operator-approved root.
+func (h *handlers) approved(path string) (string, error) {
+	escape := func(msg string) error {
+		return job.Errorf(job.CodePathEscape, "%s", msg).With("workspace_path", path)
+	}
+	if path == "" {
+		return "", escape("workspace_path is required")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", escape("workspace_path is not usable")
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", job.Errorf(job.CodeInvalidRequest, "workspace_path does not exist").With("workspace_path", path)
+	}
+	for _, root := range h.cfg.WorkspaceRoots {
+		r, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			continue
+		}
+		if real == r || strings.HasPrefix(real, r+string(filepath.Separator)) {
+			return real, nil
+		}
+	}
+	return "", escape("workspace_path is not under an approved workspace root")
+}
+
+// resultOutput renders a terminal result.
+func resultOutput(res job.Result) JobOutput {
+	b, _ := json.Marshal(res)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return JobOutput{JobID: res.JobID, Status: string(res.Status), Result: m}
+}
+
+// toolError is the one place job errors become MCP tool errors: IsError
+// with the stable error object as JSON text, so the model can read it.
+func toolError(err error) *mcp.CallToolResult {
+	b, _ := json.Marshal(map[string]any{"error": job.AsError(err)})
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+}
