@@ -73,3 +73,52 @@ func TestMCPExample(t *testing.T) {
 		t.Errorf("result over stdio: %s", out)
 	}
 }
+
+// TestMCPManifestTools serves an agent manifest's gateway tools over
+// stdio: only granted tools are listed, every call is checked and audited.
+func TestMCPManifestTools(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	runs := t.TempDir()
+	cmd := exec.Command(binary, "mcp", "--manifest", "examples/agents/log-analyst.yaml", "--runs-dir", runs)
+	cmd.Dir = root
+	c := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if strings.Join(names, ",") != "grep_log,list_logs,read_log,tail_log" {
+		t.Errorf("tools = %v, want exactly the manifest's grants", names)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_logs", Arguments: map[string]any{"directory": "examples/agents/logs"}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_logs: %v %+v", err, res)
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_log", Arguments: map[string]any{"path": "/etc/passwd"}})
+	if err != nil || !res.IsError {
+		t.Errorf("read_log /etc/passwd was not refused: %v %+v", err, res)
+	}
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_tests", Arguments: map[string]any{}}); err == nil {
+		t.Error("a tool the manifest does not grant was callable")
+	}
+	cs.Close()
+	audits, _ := filepath.Glob(filepath.Join(runs, "*", "audit.jsonl"))
+	if len(audits) != 1 {
+		t.Fatalf("audit logs = %v", audits)
+	}
+	b, _ := os.ReadFile(audits[0])
+	if !strings.Contains(string(b), `"list_logs"`) || !strings.Contains(string(b), "/etc/passwd") {
+		t.Errorf("audit log lacks the calls:\n%s", b)
+	}
+	out, err := exec.Command(binary, "audit", "verify", filepath.Dir(audits[0])).CombinedOutput()
+	if err != nil {
+		t.Errorf("audit verify: %v %s", err, out)
+	}
+}
