@@ -91,13 +91,16 @@ func (s *Stream) OutputN(n int64) job.Output {
 		SHA256:     hex.EncodeToString(s.h.Sum(nil)),
 		TotalBytes: s.total,
 	}
+	text := b
 	if out.Truncated {
-		b = trimPartialRune(b)
+		text = trimPartialRune(b)
 	}
-	if utf8.Valid(b) {
-		out.Text = string(b)
+	if utf8.Valid(text) {
+		out.Text = string(text)
 	} else {
-		out.Text = strings.ToValidUTF8(string(b), "\uFFFD")
+		// Base64 carries every retained byte (what stdout.txt holds), the
+		// rune cut at the cap included.
+		out.Text = strings.ToValidUTF8(string(text), "\uFFFD")
 		out.Base64 = base64.StdEncoding.EncodeToString(b)
 	}
 	return out

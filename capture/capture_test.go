@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
@@ -80,5 +81,34 @@ func TestStreamConcurrentWrites(t *testing.T) {
 	wg.Wait()
 	if out := s.Output(); out.TotalBytes != 8000 || len(out.Text) != 8000 {
 		t.Errorf("total = %d, text = %d, want 8000", out.TotalBytes, len(out.Text))
+	}
+}
+
+// TestStreamBase64MatchesRetained: when output is not UTF-8 and the cap
+// cuts a multi-byte character, base64 still carries exactly the retained
+// bytes (the content of stdout.txt).
+func TestStreamBase64MatchesRetained(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int64
+		in    string
+	}{
+		{"invalid then cut rune", 5, "\xffabc\u00e9z"},
+		{"invalid at the end", 4, "ab\xff\xfexyz"},
+		{"cut inside a 4-byte rune", 6, "\xfe\U0001F600\U0001F600"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New(tt.limit, nil)
+			s.Write([]byte(tt.in))
+			out := s.Output()
+			got, err := base64.StdEncoding.DecodeString(out.Base64)
+			if err != nil || string(got) != string(s.Retained(-1)) {
+				t.Errorf("base64 = %q (%v), want the retained bytes %q", got, err, s.Retained(-1))
+			}
+			if !utf8.ValidString(out.Text) || !out.Truncated {
+				t.Errorf("text %q truncated %v; want valid UTF-8 and truncated", out.Text, out.Truncated)
+			}
+		})
 	}
 }
