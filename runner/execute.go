@@ -111,11 +111,20 @@ func (e *execution) begin() error {
 // status.json.
 var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, store.ResultFile}
 
+// clearUnfinished removes them (one directory read when there are none,
+// as for a job the HTTP door accepted).
 func (e *execution) clearUnfinished() error {
 	dir := e.r.store.RunDir(e.req.JobID)
-	for _, name := range unfinishedLeftovers {
-		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-			return job.Wrap(job.CodeRunIOFailed, err, "cannot clear an unfinished attempt").With("path", name)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot read the run directory")
+	}
+	for _, ent := range entries {
+		if !slices.Contains(unfinishedLeftovers, ent.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, ent.Name())); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot clear an unfinished attempt").With("path", ent.Name())
 		}
 	}
 	return nil
