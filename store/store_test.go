@@ -144,7 +144,7 @@ func TestList(t *testing.T) {
 		s.Create(id)
 	}
 	os.WriteFile(filepath.Join(s.Dir(), "runs", "job_file"), nil, 0o644) // not a run dir
-	os.Mkdir(filepath.Join(s.Dir(), "runs", ".tmp"), 0o755)               // not a valid id
+	os.Mkdir(filepath.Join(s.Dir(), "runs", ".tmp"), 0o755)              // not a valid id
 	got, err := s.List()
 	if err != nil {
 		t.Fatal(err)
