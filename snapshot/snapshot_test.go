@@ -383,3 +383,11 @@ func TestIncludeExcludeTable(t *testing.T) {
 		})
 	}
 }
+
+func TestIncludeDirectoryMeansItsTree(t *testing.T) {
+	src := tree(t, map[string]string{"src/a.py": "a", "src/pkg/b.py": "b", "docs/x.md": "x"})
+	_, got := copied(t, src, Options{Include: []string{"src"}})
+	if diff := cmp.Diff([]string{"src/a.py", "src/pkg/b.py"}, got); diff != "" {
+		t.Errorf(`include ["src"] (-want +got):\n%s`, diff)
+	}
+}

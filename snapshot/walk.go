@@ -129,13 +129,18 @@ func excluded(rel string, isDir bool, patterns []string) bool {
 	return false
 }
 
+// included reports whether rel is selected by the include globs. A glob
+// that matches a directory selects everything below it, so "src" means the
+// same as "src/**" (it used to select nothing, silently).
 func included(rel string, patterns []string) bool {
 	if len(patterns) == 0 {
 		return true
 	}
 	for _, g := range patterns {
-		if doublestar.MatchUnvalidated(g, rel) {
-			return true
+		for p := rel; p != "."; p = path.Dir(p) {
+			if doublestar.MatchUnvalidated(g, p) {
+				return true
+			}
 		}
 	}
 	return false
