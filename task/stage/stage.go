@@ -1,0 +1,118 @@
+// Package stage prepares and collects an agent task's workspace (seed
+// 004): the task directory layout, a git clone of the repository
+// (branch, commit and subpath honoured; file:// and local paths allowed;
+// retried with backoff and jitter on transient errors only), TASK.md with
+// the prompt, the progress files, and after the run the binary patch, the
+// untracked-file list and their checksums. Git work shells out to git.
+package stage
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+)
+
+// Layout is a task directory (seed 004):
+//
+//	<dir>/manifest.yaml  state.json  inbox/  outbox/progress/{stdout.log,stderr.log,events.jsonl}  outbox/artifacts/
+type Layout struct{ Dir string }
+
+// Paths inside a task directory.
+func (l Layout) Manifest() string  { return filepath.Join(l.Dir, "manifest.yaml") }
+func (l Layout) Inbox() string     { return filepath.Join(l.Dir, "inbox") }
+func (l Layout) Progress() string  { return filepath.Join(l.Dir, "outbox", "progress") }
+func (l Layout) Artifacts() string { return filepath.Join(l.Dir, "outbox", "artifacts") }
+
+// Workdir is where the agent runs: the inbox, or its subpath.
+func (l Layout) Workdir(t *manifest.Task) string {
+	return filepath.Join(l.Inbox(), filepath.FromSlash(t.Repository.Subpath))
+}
+
+// Stage creates the layout, clones the repository into inbox/, writes
+// TASK.md and the empty progress logs. manifestYAML is stored as submitted
+// (it holds secret references, never values).
+func Stage(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte, b Backoff) error {
+	for _, d := range []string{l.Progress(), l.Artifacts()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot create the task layout")
+		}
+	}
+	if err := os.WriteFile(l.Manifest(), manifestYAML, 0o644); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
+	}
+	for _, f := range []string{"stdout.log", "stderr.log"} {
+		if err := os.WriteFile(filepath.Join(l.Progress(), f), nil, 0o644); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot create progress logs")
+		}
+	}
+	err := b.Retry(ctx, func() error {
+		os.RemoveAll(l.Inbox())
+		return clone(ctx, t.Repository, l.Inbox())
+	}, TransientGitError)
+	if err != nil {
+		return err
+	}
+	if t.Repository.Subpath != "" {
+		if fi, err := os.Stat(l.Workdir(t)); err != nil || !fi.IsDir() {
+			return job.Errorf(job.CodeSnapshotFailed, "repository.subpath %q is not a directory of the repository", t.Repository.Subpath)
+		}
+	}
+	task := fmt.Sprintf("# %s\n\nTask id: %s\n\n## Instructions\n\n%s\n", t.Metadata.Name, t.Metadata.ID, strings.TrimSpace(t.Claude.Prompt))
+	if err := os.WriteFile(filepath.Join(l.Workdir(t), "TASK.md"), []byte(task), 0o644); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot write TASK.md")
+	}
+	// TASK.md is instructions, not part of the change the agent makes.
+	return appendExclude(l.Inbox(), "/"+filepath.ToSlash(filepath.Join(t.Repository.Subpath, "TASK.md")))
+}
+
+// clone fetches url@branch (and checks out commit) into dir. Without a
+// pinned commit the clone is shallow.
+func clone(ctx context.Context, r manifest.Repository, dir string) error {
+	args := []string{"clone", "--quiet", "--branch", r.Branch}
+	if r.Commit == "" {
+		args = append(args, "--depth", "1")
+	}
+	if _, err := git(ctx, "", append(args, "--", r.URL, dir)...); err != nil {
+		return err
+	}
+	if r.Commit != "" {
+		if _, err := git(ctx, dir, "checkout", "--quiet", "--detach", r.Commit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// git runs git with a clean, non-interactive environment.
+func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return nil, job.Errorf(job.CodeSnapshotFailed, "git %s: %s", args[0], strings.TrimSpace(errb.String())).With("git", args[0])
+	}
+	return out.Bytes(), nil
+}
+
+func appendExclude(repo, pattern string) error {
+	p := filepath.Join(repo, ".git", "info", "exclude")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, pattern)
+	return err
+}

@@ -1,0 +1,184 @@
+package stage
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-runner/agent-runner/task/manifest"
+)
+
+func run(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// origin makes a repository with two commits on main and a pkg/ subdir.
+func origin(t *testing.T) (string, string) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	dir := t.TempDir()
+	run(t, dir, "init", "--quiet", "--initial-branch=main")
+	os.MkdirAll(filepath.Join(dir, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(dir, "pkg", "a.txt"), []byte("one\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "bin.dat"), []byte{0, 1, 2, 255}, 0o644)
+	run(t, dir, "add", ".")
+	run(t, dir, "commit", "--quiet", "-m", "first")
+	first := run(t, dir, "rev-parse", "HEAD")
+	os.WriteFile(filepath.Join(dir, "pkg", "a.txt"), []byte("two\n"), 0o644)
+	run(t, dir, "commit", "--quiet", "-am", "second")
+	return dir, first
+}
+
+func task(url, branch, commit, subpath string) *manifest.Task {
+	return &manifest.Task{Metadata: manifest.Metadata{ID: "t-1", Name: "Fix it"},
+		Repository: manifest.Repository{URL: url, Branch: branch, Commit: commit, Subpath: subpath},
+		Claude:     manifest.Claude{Prompt: "Make a.txt say three."}}
+}
+
+var fast = Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 3}
+
+func TestStageLayoutAndPatchRoundTrip(t *testing.T) {
+	src, _ := origin(t)
+	for _, url := range []string{src, "file://" + src} {
+		l := Layout{Dir: t.TempDir()}
+		tk := task(url, "main", "", "")
+		if err := Stage(context.Background(), l, tk, []byte("version: \"1\"\n"), fast); err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		for _, p := range []string{l.Manifest(), filepath.Join(l.Progress(), "stdout.log"), filepath.Join(l.Progress(), "stderr.log"), filepath.Join(l.Inbox(), "TASK.md"), l.Artifacts()} {
+			if _, err := os.Stat(p); err != nil {
+				t.Errorf("missing %s", p)
+			}
+		}
+		if b, _ := os.ReadFile(filepath.Join(l.Inbox(), "TASK.md")); !strings.Contains(string(b), "Make a.txt say three.") {
+			t.Errorf("TASK.md = %q", b)
+		}
+		// The "agent" edits, adds a text and a binary file.
+		os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("three\n"), 0o644)
+		os.WriteFile(filepath.Join(l.Inbox(), "new.txt"), []byte("added\n"), 0o644)
+		os.WriteFile(filepath.Join(l.Inbox(), "new.bin"), []byte{9, 0, 8}, 0o644)
+		arts, err := Collect(context.Background(), l, tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(arts) != 2 || arts[0].Name != "t-1.patch" || arts[0].SHA256 == "" {
+			t.Fatalf("artifacts = %+v", arts)
+		}
+		untracked, _ := os.ReadFile(filepath.Join(l.Artifacts(), "t-1-untracked.txt"))
+		if string(untracked) != "new.bin\nnew.txt\n" {
+			t.Errorf("untracked = %q (TASK.md must not be listed)", untracked)
+		}
+		// The patch applies cleanly to a fresh clone of the original.
+		check := t.TempDir()
+		run(t, check, "clone", "--quiet", src, ".")
+		run(t, check, "apply", "--binary", filepath.Join(l.Artifacts(), "t-1.patch"))
+		if b, _ := os.ReadFile(filepath.Join(check, "pkg", "a.txt")); string(b) != "three\n" {
+			t.Errorf("patched a.txt = %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(check, "new.bin")); string(b) != "\x09\x00\x08" {
+			t.Errorf("patched new.bin = %q", b)
+		}
+		if _, err := os.Stat(filepath.Join(check, "TASK.md")); err == nil {
+			t.Error("TASK.md leaked into the patch")
+		}
+	}
+}
+
+func TestStageCommitAndSubpath(t *testing.T) {
+	src, first := origin(t)
+	l := Layout{Dir: t.TempDir()}
+	tk := task(src, "main", first, "pkg")
+	if err := Stage(context.Background(), l, tk, nil, fast); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.Workdir(tk), "a.txt")); string(b) != "one\n" {
+		t.Errorf("pinned commit not checked out: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(l.Workdir(tk), "TASK.md")); err != nil {
+		t.Error("TASK.md not in the subpath workdir")
+	}
+	if err := Stage(context.Background(), Layout{Dir: t.TempDir()}, task(src, "main", "", "nope"), nil, fast); err == nil {
+		t.Error("a missing subpath was accepted")
+	}
+}
+
+func TestPermanentErrorsAreNotRetried(t *testing.T) {
+	src, _ := origin(t)
+	start := time.Now()
+	slow := Backoff{Base: time.Second, Max: time.Second, Attempts: 3}
+	err := Stage(context.Background(), Layout{Dir: t.TempDir()}, task(src, "no-such-branch", "", ""), nil, slow)
+	if err == nil || TransientGitError(err) {
+		t.Fatalf("missing branch = %v, want a permanent error", err)
+	}
+	if time.Since(start) > 900*time.Millisecond {
+		t.Error("a permanent error was retried")
+	}
+}
+
+func TestRetryCounts(t *testing.T) {
+	calls := 0
+	err := fast.Retry(context.Background(), func() error { calls++; return errors.New("fatal: unable to access 'x': Could not resolve host: x") }, TransientGitError)
+	if err == nil || calls != 3 {
+		t.Errorf("transient: %d calls, %v; want 3 attempts", calls, err)
+	}
+	calls = 0
+	fast.Retry(context.Background(), func() error { calls++; return errors.New("remote: Repository not found.") }, TransientGitError)
+	if calls != 1 {
+		t.Errorf("permanent: %d calls, want 1", calls)
+	}
+	calls = 0
+	fast.Retry(context.Background(), func() error {
+		calls++
+		if calls < 2 {
+			return errors.New("connection reset by peer")
+		}
+		return nil
+	}, TransientGitError)
+	if calls != 2 {
+		t.Errorf("recovering: %d calls, want 2", calls)
+	}
+}
+
+func TestDelayBoundsAndJitter(t *testing.T) {
+	b := CloneBackoff
+	wantMax := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 20 * time.Second}
+	for i, max := range wantMax {
+		n := i + 1
+		if lo, hi := b.Delay(n, 0), b.Delay(n, 0.999999); lo != max/2 || hi > max || hi < max*99/100 {
+			t.Errorf("Delay(%d) in [%v, %v], want [%v, %v]", n, lo, hi, max/2, max)
+		}
+	}
+}
+
+func TestTransientClassification(t *testing.T) {
+	tests := map[string]bool{
+		"fatal: unable to access 'https://x/': Could not resolve host: x": true,
+		"error: RPC failed; curl 56 GnuTLS recv error":                    true,
+		"fatal: the remote end hung up unexpectedly":                      true,
+		"fatal: early EOF":                                                                   true,
+		"remote: Repository not found.":                                                      false,
+		"fatal: Authentication failed for 'https://x/'":                                      false,
+		"fatal: Remote branch nope not found in upstream origin":                             false,
+		"git@github.com: Permission denied (publickey).":                                     false,
+		"fatal: could not read Username for 'https://github.com': terminal prompts disabled": false,
+	}
+	for msg, want := range tests {
+		if got := TransientGitError(errors.New(msg)); got != want {
+			t.Errorf("TransientGitError(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
