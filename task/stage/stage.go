@@ -92,7 +92,9 @@ func clone(ctx context.Context, r manifest.Repository, dir string) error {
 
 // git runs git with a clean, non-interactive environment.
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	// The inbox may belong to the sandbox's uid after a run; git must still
+	// read it as the runner (it refuses "dubious ownership" otherwise).
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.directory=*"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C")
 	var out, errb bytes.Buffer

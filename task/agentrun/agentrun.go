@@ -1,0 +1,178 @@
+// Package agentrun runs a task's agent (Claude Code by default, or the
+// manifest's agent.command) inside an agent-runner backend over the staged
+// inbox: output goes to the progress logs and live subscribers with secret
+// values scrubbed, stream-json lines update progress (bytes, tool calls,
+// current tool, last activity), and a task timeout and a hang timeout (no
+// output for a while) end the run with the reason recorded.
+package agentrun
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
+)
+
+// End reasons beyond the backend's (exit, signal, timeout, oom, canceled).
+const ReasonHang = "hang"
+
+// Config configures a run.
+type Config struct {
+	Backend backend.Backend
+	// HangTimeout ends a run whose agent printed nothing for this long
+	// (default 30 min, seed 004).
+	HangTimeout time.Duration
+	// AllowHostNetwork lets network modes that need egress run with the
+	// host network; otherwise only "isolated" runs.
+	AllowHostNetwork bool
+	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr").
+	Output func(stream string, p []byte)
+}
+
+// Outcome is how the agent run ended.
+type Outcome struct {
+	ExitCode *int          `json:"exit_code,omitempty"`
+	Reason   string        `json:"reason"`
+	Signal   string        `json:"signal,omitempty"`
+	Duration time.Duration `json:"duration_ns"`
+	Progress Progress      `json:"progress"`
+	Backend  string        `json:"backend"`
+}
+
+// Command is the argv the task runs: agent.command, or Claude Code.
+func Command(t *manifest.Task) []string {
+	if t.Agent != nil {
+		return t.Agent.Command
+	}
+	argv := []string{"claude", "--print", "--verbose", "--output-format", t.Claude.OutputFormat, "--model", t.Claude.Model}
+	if t.Claude.MaxTurns > 0 {
+		argv = append(argv, "--max-turns", strconv.Itoa(t.Claude.MaxTurns))
+	}
+	if t.Claude.SkipPermissions == nil || *t.Claude.SkipPermissions {
+		argv = append(argv, "--dangerously-skip-permissions")
+	}
+	for _, tool := range t.Claude.AllowedTools {
+		argv = append(argv, "--allowedTools", tool)
+	}
+	return append(argv, t.Claude.Prompt)
+}
+
+// Run runs the agent to completion. secrets maps env names to values; the
+// values are injected into the sandbox environment and scrubbed from all
+// captured output.
+func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[string]string, cfg Config) (Outcome, error) {
+	out := Outcome{Backend: cfg.Backend.Kind()}
+	network := job.NetworkDisabled
+	if t.VM.NetworkMode != "isolated" {
+		if !cfg.AllowHostNetwork {
+			return out, job.Errorf(job.CodeNetworkDenied, "vm.network_mode %q needs egress, which is not available (only isolated); the operator can enable host networking", t.VM.NetworkMode).
+				With("network_mode", t.VM.NetworkMode)
+		}
+		network = job.NetworkHost
+	}
+	argv := Command(t)
+	exe := argv[0]
+	if !filepath.IsAbs(exe) {
+		p, err := exec.LookPath(exe)
+		if err != nil {
+			return out, job.Errorf(job.CodeRunSpawnFailed, "agent command %q not found on the runner's PATH", exe)
+		}
+		exe = p
+	}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+	var values []string
+	for k, v := range secrets {
+		env = append(env, k+"="+v)
+		values = append(values, v)
+	}
+	if cfg.HangTimeout <= 0 {
+		cfg.HangTimeout = 30 * time.Minute
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prog := &tracker{}
+	var hung bool
+	var mu sync.Mutex
+	watch := time.NewTicker(min(cfg.HangTimeout/4, time.Second))
+	defer watch.Stop()
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-watch.C:
+				if time.Since(prog.last()) > cfg.HangTimeout {
+					mu.Lock()
+					hung = true
+					mu.Unlock()
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), values, func(p []byte) {
+		prog.add(p)
+		if cfg.Output != nil {
+			cfg.Output("stdout", p)
+		}
+	})
+	if err != nil {
+		return out, err
+	}
+	defer stdout.Close()
+	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), values, func(p []byte) {
+		prog.touch(len(p))
+		if cfg.Output != nil {
+			cfg.Output("stderr", p)
+		}
+	})
+	if err != nil {
+		return out, err
+	}
+	defer stderr.Close()
+	prog.touch(0)
+	start := time.Now()
+	cwd := filepath.ToSlash(filepath.Clean(t.Repository.Subpath))
+	if t.Repository.Subpath == "" {
+		cwd = "."
+	}
+	res, err := cfg.Backend.Run(runCtx, backend.Spec{
+		JobID:     t.Metadata.ID,
+		Argv:      append([]string{exe}, argv[1:]...),
+		Env:       env,
+		Workspace: backend.Workspace{Dir: l.Inbox()},
+		Cwd:       cwd,
+		Network:   network,
+		Limits: backend.Limits{
+			Timeout:      t.Timeout(),
+			MemoryBytes:  t.MemoryBytes(),
+			CPUCount:     float64(t.VM.CPUs),
+			MaxProcesses: 4096,
+			TmpBytes:     1 << 30,
+		},
+		Stdout: stdout,
+		Stderr: stderr,
+	})
+	stdout.Flush()
+	stderr.Flush()
+	out.Duration = time.Since(start)
+	out.Progress = prog.snapshot()
+	if err != nil {
+		return out, err
+	}
+	out.ExitCode, out.Reason, out.Signal = res.ExitCode, res.Reason, res.Signal
+	mu.Lock()
+	if hung && res.Reason == job.ReasonCanceled {
+		out.Reason = ReasonHang
+	}
+	mu.Unlock()
+	return out, nil
+}

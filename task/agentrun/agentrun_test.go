@@ -1,0 +1,155 @@
+package agentrun_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
+	"github.com/agent-runner/agent-runner/backend/localprocess"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
+)
+
+func TestMain(m *testing.M) {
+	linuxsandbox.MaybeInit()
+	os.Exit(m.Run())
+}
+
+// sandbox is linux_sandbox where it works (CI is root), else local_process.
+func sandbox(t *testing.T) backend.Backend {
+	b := linuxsandbox.New()
+	if err := b.Available(context.Background()); err != nil {
+		t.Logf("linux_sandbox unavailable (%v); running the agent on local_process", err)
+		return localprocess.Backend{}
+	}
+	return b
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// staged returns a staged task whose agent is a shell script.
+func staged(t *testing.T, script, timeout string) (stage.Layout, *manifest.Task, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	origin := filepath.Join(base, "origin")
+	os.MkdirAll(origin, 0o755)
+	git(t, origin, "init", "--quiet", "--initial-branch=main")
+	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
+	git(t, origin, "add", ".")
+	git(t, origin, "commit", "--quiet", "-m", "init")
+	doc := `version: "1"
+kind: Task
+metadata: {id: task-e2e, name: E2E}
+repository: {url: "` + origin + `", branch: main}
+claude: {prompt: "edit a.txt"}
+agent: {command: ["/bin/sh"]}
+lifecycle: {timeout: ` + timeout + `}
+vm: {memory: 512M, cpus: 1}
+`
+	tk, err := manifest.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Agent.Command = []string{"/bin/sh", "-c", script}
+	l := stage.Layout{Dir: filepath.Join(base, "task")}
+	if err := stage.Stage(context.Background(), l, tk, []byte(doc), stage.Backoff{Base: time.Millisecond, Max: time.Millisecond, Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return l, tk, origin
+}
+
+const secret = "sk-test-5f1e2d3c4b5a"
+
+func TestAgentRunEditsStreamsAndScrubs(t *testing.T) {
+	script := `printf '{"type":"system","subtype":"init"}\n'
+printf '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Read"}]}}\n'
+echo "three" > a.txt
+echo "new file" > added.txt
+printf '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Edit"}]}}\n'
+echo "the key is $ANTHROPIC_API_KEY"
+echo "stderr has $ANTHROPIC_API_KEY too" >&2
+printf '{"type":"result","subtype":"success"}\n'`
+	l, tk, origin := staged(t, script, "1h")
+	var live strings.Builder
+	out, err := agentrun.Run(context.Background(), l, tk, map[string]string{"ANTHROPIC_API_KEY": secret}, agentrun.Config{
+		Backend: sandbox(t), Output: func(stream string, p []byte) { live.Write(p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ExitCode == nil || *out.ExitCode != 0 || out.Reason != job.ReasonExit {
+		t.Fatalf("outcome = %+v", out)
+	}
+	if out.Progress.ToolCalls != 2 || out.Progress.Events != 4 || out.Progress.OutputBytes == 0 {
+		t.Errorf("progress = %+v", out.Progress)
+	}
+	for _, f := range []string{"stdout.log", "stderr.log"} {
+		b, _ := os.ReadFile(filepath.Join(l.Progress(), f))
+		if strings.Contains(string(b), secret) || !strings.Contains(string(b), agentrun.Redacted) {
+			t.Errorf("%s is not scrubbed: %q", f, b)
+		}
+	}
+	if strings.Contains(live.String(), secret) {
+		t.Error("a live subscriber saw the secret")
+	}
+	arts, err := stage.Collect(context.Background(), l, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := t.TempDir()
+	git(t, check, "clone", "--quiet", origin, ".")
+	git(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
+	if b, _ := os.ReadFile(filepath.Join(check, "a.txt")); string(b) != "three\n" {
+		t.Errorf("patched a.txt = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(check, "added.txt")); err != nil {
+		t.Error("new file missing from the patch")
+	}
+}
+
+func TestHangTimeout(t *testing.T) {
+	l, tk, _ := staged(t, `echo started; sleep 60`, "1h")
+	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t), HangTimeout: 400 * time.Millisecond})
+	if err != nil || out.Reason != agentrun.ReasonHang {
+		t.Errorf("silent agent = %+v %v, want reason hang", out, err)
+	}
+}
+
+func TestTaskTimeout(t *testing.T) {
+	l, tk, _ := staged(t, `while true; do echo tick; sleep 0.1; done`, "1s")
+	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t), HangTimeout: time.Minute})
+	if err != nil || out.Reason != job.ReasonTimeout {
+		t.Errorf("endless agent = %+v %v, want reason timeout", out, err)
+	}
+}
+
+func TestEgressRefused(t *testing.T) {
+	l, tk, _ := staged(t, `true`, "1h")
+	tk.VM.NetworkMode = "outbound"
+	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t)})
+	if job.CodeOf(err) != job.CodeNetworkDenied {
+		t.Errorf("outbound task = %v, want %s", err, job.CodeNetworkDenied)
+	}
+}
