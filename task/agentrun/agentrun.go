@@ -32,7 +32,8 @@ type Config struct {
 	// AllowHostNetwork lets network modes that need egress run with the
 	// host network; otherwise only "isolated" runs.
 	AllowHostNetwork bool
-	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr").
+	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr"),
+	// one call at a time.
 	Output func(stream string, p []byte)
 }
 
@@ -94,6 +95,16 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	}
 	if cfg.HangTimeout <= 0 {
 		cfg.HangTimeout = 30 * time.Minute
+	}
+	if emit := cfg.Output; emit != nil {
+		// stdout and stderr are copied concurrently; subscribers see one
+		// chunk at a time.
+		var emitMu sync.Mutex
+		cfg.Output = func(stream string, p []byte) {
+			emitMu.Lock()
+			defer emitMu.Unlock()
+			emit(stream, p)
+		}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
