@@ -108,7 +108,7 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (Reply, error) {
 		headers["x-api-key"] = c.APIKey
 	}
 	t := transport{provider: "anthropic", http: c.HTTP, maxRetries: retries(c.MaxRetries), sleep: c.Sleep}
-	b, err := t.post(ctx, base+"/v1/messages", headers, body, anthropicError)
+	b, err := t.post(ctx, base+"/v1/messages", headers, body, errorsFrom("anthropic"))
 	if err != nil {
 		return Reply{}, err
 	}
@@ -142,21 +142,4 @@ func (c *Anthropic) Complete(ctx context.Context, req Request) (Reply, error) {
 		return Reply{}, &MalformedError{"anthropic", "reply has neither text nor tool_use blocks"}
 	}
 	return out, nil
-}
-
-func anthropicError(status int, b []byte) *APIError {
-	e := &APIError{Provider: "anthropic", Status: status, Message: strings.TrimSpace(string(b))}
-	var body struct {
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &body) == nil && body.Error.Message != "" {
-		e.Message, e.Type = body.Error.Message, body.Error.Type
-	}
-	if len(e.Message) > 2000 {
-		e.Message = e.Message[:2000]
-	}
-	return e
 }

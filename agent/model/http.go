@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -104,4 +105,29 @@ func retryWait(header string, attempt int) time.Duration {
 		d = max(time.Until(t), 0)
 	}
 	return min(d, MaxRetryWait)
+}
+
+// providerError turns an error answer from a model provider into an
+// *APIError. OpenAI-compatible servers and Anthropic both answer
+// {"error": {"type", "message"}}; anything else is kept as raw text.
+func providerError(provider string, status int, b []byte) *APIError {
+	e := &APIError{Provider: provider, Status: status, Message: strings.TrimSpace(string(b))}
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && body.Error.Message != "" {
+		e.Message, e.Type = body.Error.Message, body.Error.Type
+	}
+	if len(e.Message) > 2000 {
+		e.Message = e.Message[:2000]
+	}
+	return e
+}
+
+// errorsFrom returns the error parser of one provider.
+func errorsFrom(provider string) func(int, []byte) *APIError {
+	return func(status int, b []byte) *APIError { return providerError(provider, status, b) }
 }

@@ -104,7 +104,7 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (Reply, error) {
 		headers["Authorization"] = "Bearer " + c.APIKey
 	}
 	t := transport{provider: "openai", http: c.HTTP, maxRetries: retries(c.MaxRetries), sleep: c.Sleep}
-	b, err := t.post(ctx, base+"/chat/completions", headers, body, openAIError)
+	b, err := t.post(ctx, base+"/chat/completions", headers, body, errorsFrom("openai"))
 	if err != nil {
 		return Reply{}, err
 	}
@@ -135,23 +135,6 @@ func (c *OpenAI) Complete(ctx context.Context, req Request) (Reply, error) {
 		return Reply{}, &MalformedError{"openai", "reply has neither content nor tool calls"}
 	}
 	return out, nil
-}
-
-func openAIError(status int, b []byte) *APIError {
-	e := &APIError{Provider: "openai", Status: status, Message: strings.TrimSpace(string(b))}
-	var body struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &body) == nil && body.Error.Message != "" {
-		e.Message, e.Type = body.Error.Message, body.Error.Type
-	}
-	if len(e.Message) > 2000 {
-		e.Message = e.Message[:2000]
-	}
-	return e
 }
 
 func retries(n int) int {
