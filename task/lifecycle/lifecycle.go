@@ -1,0 +1,238 @@
+// Package lifecycle drives one agent task through seed 004's states:
+// pending -> staging (clone, TASK.md) -> provisioning (token, secrets,
+// sandbox) -> ready -> running (the agent) -> completing (patch, untracked
+// list, artifact patterns, metadata.json) -> completed, failed or
+// failed_preserved; cancellation from any active state. Every transition is
+// checkpointed by package state before the next step starts.
+package lifecycle
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+// Config is the operator's side of running tasks.
+type Config struct {
+	Backend          backend.Backend
+	HangTimeout      time.Duration
+	AllowHostNetwork bool
+	// Env resolves env-sourced secrets (default os.Getenv).
+	Env func(string) string
+	// CloneBackoff is the git retry policy (default stage.CloneBackoff).
+	CloneBackoff *stage.Backoff
+	Output       func(stream string, p []byte)
+}
+
+// Metadata is outbox/artifacts/metadata.json.
+type Metadata struct {
+	TaskID     string            `json:"task_id"`
+	State      state.State       `json:"state"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Reason     string            `json:"reason"`
+	Backend    string            `json:"backend"`
+	StartedAt  time.Time         `json:"started_at"`
+	EndedAt    time.Time         `json:"ended_at"`
+	DurationMS int64             `json:"duration_ms"`
+	Progress   agentrun.Progress `json:"progress"`
+	Artifacts  []stage.Artifact  `json:"artifacts"`
+	TokenHash  string            `json:"token_sha256"`
+	Error      *job.Error        `json:"error,omitempty"`
+}
+
+// Run executes a submitted task whose directory and pending checkpoint
+// exist (see state.Create). It returns the final metadata; the task's
+// state.json holds the final state in every case.
+func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte, cfg Config) (Metadata, error) {
+	m, err := state.Open(dir)
+	if err != nil {
+		return Metadata{}, err
+	}
+	l := stage.Layout{Dir: dir}
+	md := Metadata{TaskID: t.Metadata.ID, StartedAt: time.Now().UTC(), Artifacts: []stage.Artifact{}}
+	if cfg.Backend != nil {
+		md.Backend = cfg.Backend.Kind()
+	}
+	fail := func(err error) (Metadata, error) {
+		jerr := job.AsError(err)
+		to := state.Failed
+		if ctx.Err() != nil {
+			to, jerr = state.Cancelled, job.Errorf(job.CodeRunCanceled, "task was cancelled")
+		}
+		_ = m.Transition(to, jerr.Message, jerr)
+		md.State, md.Error = to, jerr
+		return finish(l, md)
+	}
+
+	step := func(to state.State, reason string) error { return m.Transition(to, reason, nil) }
+	if err := step(state.Staging, "cloning "+t.Repository.URL); err != nil {
+		return md, err
+	}
+	backoff := stage.CloneBackoff
+	if cfg.CloneBackoff != nil {
+		backoff = *cfg.CloneBackoff
+	}
+	if err := stage.Stage(ctx, l, t, manifestYAML, backoff); err != nil {
+		return fail(err)
+	}
+	if err := step(state.Provisioning, "sandbox "+md.Backend); err != nil {
+		return md, err
+	}
+	token, hash, err := newToken()
+	if err != nil {
+		return fail(err)
+	}
+	md.TokenHash = hash
+	secrets, err := resolveSecrets(t.Secrets, cfg.Env)
+	if err != nil {
+		return fail(err)
+	}
+	secrets["AGENT_TASK_TOKEN"] = token
+	if cfg.Backend == nil {
+		return fail(job.Errorf(job.CodeBackendUnavail, "no backend configured for tasks"))
+	}
+	if err := cfg.Backend.Available(ctx); err != nil {
+		return fail(job.Wrap(job.CodeBackendUnavail, err, "task backend is unavailable"))
+	}
+	if err := step(state.Ready, "sandbox ready"); err != nil {
+		return md, err
+	}
+	if err := step(state.Running, "agent started"); err != nil {
+		return md, err
+	}
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output})
+	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
+	if err != nil {
+		return fail(err)
+	}
+	if out.Reason == job.ReasonCanceled {
+		return fail(ctx.Err())
+	}
+	if err := step(state.Completing, "collecting changes"); err != nil {
+		return md, err
+	}
+	// Collect with a fresh context: a cancelled run still yields its diff.
+	arts, cerr := stage.Collect(context.Background(), l, t)
+	md.Artifacts = append(md.Artifacts, arts...)
+	md.Artifacts = append(md.Artifacts, collectPatterns(l, t)...)
+	switch {
+	case cerr != nil:
+		return fail(cerr)
+	case out.ExitCode != nil && *out.ExitCode == 0 && out.Reason == job.ReasonExit:
+		md.State = state.Completed
+		_ = m.Transition(state.Completed, "agent exited 0", nil)
+	default:
+		md.State = state.Failed
+		if t.Lifecycle.FailureAction == "preserve" {
+			md.State = state.FailedPreserved
+		}
+		md.Error = job.Errorf(job.CodeRunExitNonzero, "agent ended: %s", describe(out)).With("reason", out.Reason)
+		_ = m.Transition(md.State, md.Error.Message, md.Error)
+	}
+	if md.State == state.Failed {
+		// destroy: the workspace goes, the outbox (logs, artifacts) stays.
+		os.RemoveAll(l.Inbox())
+	}
+	return finish(l, md)
+}
+
+func describe(o agentrun.Outcome) string {
+	if o.ExitCode != nil {
+		return o.Reason + " " + itoa(*o.ExitCode)
+	}
+	return strings.TrimSpace(o.Reason + " " + o.Signal)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func finish(l stage.Layout, md Metadata) (Metadata, error) {
+	md.EndedAt = time.Now().UTC()
+	md.DurationMS = md.EndedAt.Sub(md.StartedAt).Milliseconds()
+	b, _ := json.MarshalIndent(md, "", "  ")
+	os.MkdirAll(l.Artifacts(), 0o755)
+	if err := os.WriteFile(filepath.Join(l.Artifacts(), "metadata.json"), append(b, '\n'), 0o644); err != nil {
+		return md, job.Wrap(job.CodeRunIOFailed, err, "cannot write metadata.json")
+	}
+	return md, nil
+}
+
+// newToken returns a 256-bit token and its SHA-256; only the hash is kept.
+func newToken() (string, string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	tok := hex.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(tok))
+	return tok, hex.EncodeToString(sum[:]), nil
+}
+
+// resolveSecrets reads env and file secrets; vault has no configuration
+// here and is refused with a clear error.
+func resolveSecrets(refs []manifest.Secret, env func(string) string) (map[string]string, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	out := map[string]string{}
+	for _, s := range refs {
+		switch s.Source {
+		case "env":
+			v := env(s.Key)
+			if v == "" {
+				return nil, job.Errorf(job.CodeInvalidRequest, "secret %s: environment variable %s is not set on the runner", s.Name, s.Key)
+			}
+			out[s.Name] = v
+		case "file":
+			b, err := os.ReadFile(s.Key)
+			if err != nil {
+				return nil, job.Wrap(job.CodeInvalidRequest, err, "secret "+s.Name+": cannot read its file")
+			}
+			out[s.Name] = strings.TrimRight(string(b), "\r\n")
+		case "vault":
+			return nil, job.Errorf(job.CodeInvalidRequest, "secret %s: source vault is not configured on this runner", s.Name)
+		}
+	}
+	return out, nil
+}
+
+// collectPatterns copies lifecycle.artifact_patterns matches from the
+// workspace into outbox/artifacts with checksums (never through symlinks).
+func collectPatterns(l stage.Layout, t *manifest.Task) []stage.Artifact {
+	var out []stage.Artifact
+	for _, pat := range t.Lifecycle.ArtifactPatterns {
+		matches, _ := filepath.Glob(filepath.Join(l.Workdir(t), pat))
+		for _, p := range matches {
+			fi, err := os.Lstat(p)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			rel, _ := filepath.Rel(l.Workdir(t), p)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			name := filepath.ToSlash(rel)
+			dst := filepath.Join(l.Artifacts(), "files", filepath.FromSlash(name))
+			os.MkdirAll(filepath.Dir(dst), 0o755)
+			if os.WriteFile(dst, b, 0o644) != nil {
+				continue
+			}
+			sum := sha256.Sum256(b)
+			out = append(out, stage.Artifact{Name: "files/" + name, SizeBytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
+		}
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
+	"github.com/agent-runner/agent-runner/backend/localprocess"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+func TestMain(m *testing.M) {
+	linuxsandbox.MaybeInit()
+	os.Exit(m.Run())
+}
+
+func sandbox(t *testing.T) backend.Backend {
+	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
+		return b
+	}
+	t.Log("linux_sandbox unavailable; tasks run on local_process")
+	return localprocess.Backend{}
+}
+
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// submit creates a task directory in pending with a fake agent script.
+func submit(t *testing.T, script, extra string) (string, *manifest.Task, []byte) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	origin := filepath.Join(base, "origin")
+	os.MkdirAll(origin, 0o755)
+	git(t, origin, "init", "--quiet", "--initial-branch=main")
+	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
+	git(t, origin, "add", ".")
+	git(t, origin, "commit", "--quiet", "-m", "init")
+	doc := []byte(`version: "1"
+kind: Task
+metadata: {id: task-lc, name: LC}
+repository: {url: "` + origin + `", branch: main}
+claude: {prompt: "work"}
+agent: {command: ["/bin/sh"]}
+vm: {memory: 512M, cpus: 1}
+` + extra)
+	tk, err := manifest.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Agent.Command = []string{"/bin/sh", "-c", script}
+	dir := filepath.Join(base, "tasks", tk.Metadata.ID)
+	if _, err := state.Create(dir, tk.Metadata.ID); err != nil {
+		t.Fatal(err)
+	}
+	return dir, tk, doc
+}
+
+var quick = stage.Backoff{Base: time.Millisecond, Max: time.Millisecond, Attempts: 1}
+
+func TestCompletedTask(t *testing.T) {
+	dir, tk, doc := submit(t, `echo changed > a.txt; mkdir -p reports; echo '{"ok":true}' > reports/r.json; echo "token=$AGENT_TASK_TOKEN key=$API_KEY"`,
+		"secrets: [{name: API_KEY, source: env, key: TEST_API_KEY}]\nlifecycle: {artifact_patterns: [\"reports/*.json\"]}\n")
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{
+		Backend: sandbox(t), CloneBackoff: &quick, Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
+	})
+	if err != nil || md.State != state.Completed {
+		t.Fatalf("task = %+v %v", md, err)
+	}
+	if len(md.TokenHash) != 64 {
+		t.Errorf("token hash = %q", md.TokenHash)
+	}
+	names := map[string]bool{}
+	for _, a := range md.Artifacts {
+		names[a.Name] = a.SHA256 != ""
+	}
+	if !names["task-lc.patch"] || !names["task-lc-untracked.txt"] || !names["files/reports/r.json"] {
+		t.Errorf("artifacts = %+v", md.Artifacts)
+	}
+	// No record or log holds the secret or the plaintext token.
+	stdout, _ := os.ReadFile(filepath.Join(dir, "outbox", "progress", "stdout.log"))
+	if !strings.Contains(string(stdout), "token=[REDACTED] key=[REDACTED]") {
+		t.Errorf("stdout.log = %q", stdout)
+	}
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() || strings.Contains(p, "/inbox/") {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), "secret-value-123") {
+			t.Errorf("%s contains the secret", p)
+		}
+		return nil
+	})
+	rec, _ := state.Open(dir)
+	if rec.Current().State != state.Completed {
+		t.Errorf("state.json = %+v", rec.Current())
+	}
+}
+
+func TestFailurePreserveAndDestroy(t *testing.T) {
+	for action, want := range map[string]state.State{"preserve": state.FailedPreserved, "destroy": state.Failed} {
+		dir, tk, doc := submit(t, `echo partial > a.txt; exit 3`, "lifecycle: {failure_action: "+action+"}\n")
+		md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+		if err != nil || md.State != want || md.ExitCode == nil || *md.ExitCode != 3 {
+			t.Errorf("%s: %+v %v", action, md, err)
+		}
+		_, inboxErr := os.Stat(filepath.Join(dir, "inbox", "a.txt"))
+		if (action == "preserve") != (inboxErr == nil) {
+			t.Errorf("%s: workspace kept = %v", action, inboxErr == nil)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "outbox", "artifacts", "task-lc.patch")); err != nil {
+			t.Errorf("%s: the partial patch was not collected", action)
+		}
+	}
+}
+
+func TestVaultWithoutConfigurationFails(t *testing.T) {
+	dir, tk, doc := submit(t, `true`, "secrets: [{name: TOKEN, source: vault, key: kv/x}]\n")
+	md, _ := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if md.State != state.Failed || md.Error == nil || !strings.Contains(md.Error.Message, "vault is not configured") {
+		t.Errorf("vault task = %+v", md)
+	}
+}
+
+func TestCancelMidRun(t *testing.T) {
+	dir, tk, doc := submit(t, `while true; do echo working; sleep 0.1; done`, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(1500*time.Millisecond, cancel)
+	md, _ := lifecycle.Run(ctx, dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if md.State != state.Cancelled || md.Error == nil || md.Error.Code != job.CodeRunCanceled {
+		t.Errorf("cancelled task = %+v", md)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "outbox", "artifacts", "metadata.json"))
+	var got lifecycle.Metadata
+	if json.Unmarshal(b, &got) != nil || got.State != state.Cancelled {
+		t.Errorf("metadata.json = %s", b)
+	}
+}
