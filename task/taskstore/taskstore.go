@@ -1,0 +1,186 @@
+// Package taskstore keeps the task directories of one runner
+// (<store>/tasks/<task_id>/): submitting a manifest, running it in the
+// background, cancelling it, recovering after a restart (no task is left in
+// an active state: a pending task starts again, any other active state is
+// ended as failed with the interrupted stage recorded), and retention
+// (terminal tasks removed after configurable ages).
+package taskstore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+// Retention ages (the peer's defaults: 7 days completed, 14 failed, 3
+// cancelled).
+type Retention struct {
+	Completed time.Duration
+	Failed    time.Duration
+	Cancelled time.Duration
+}
+
+// DefaultRetention is seed 004's peer policy.
+var DefaultRetention = Retention{Completed: 7 * 24 * time.Hour, Failed: 14 * 24 * time.Hour, Cancelled: 3 * 24 * time.Hour}
+
+// Store is a directory of tasks.
+type Store struct {
+	Root      string
+	Lifecycle lifecycle.Config
+	Retention Retention
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New returns a store rooted at root (created if needed).
+func New(root string, cfg lifecycle.Config) (*Store, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task store")
+	}
+	return &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{}}, nil
+}
+
+// Dir is a task's directory.
+func (s *Store) Dir(id string) string { return filepath.Join(s.Root, id) }
+
+// Submit parses a manifest, records the task as pending and starts it.
+func (s *Store) Submit(manifestYAML []byte) (string, error) {
+	t, err := manifest.Parse(manifestYAML)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(s.Dir(t.Metadata.ID)); err == nil {
+		return "", job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
+	}
+	if _, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID); err != nil {
+		return "", err
+	}
+	// The manifest is on disk before anything runs, so a pending task can
+	// be restarted after a crash.
+	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
+		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
+	}
+	s.start(t, manifestYAML)
+	return t.Metadata.ID, nil
+}
+
+func (s *Store) start(t *manifest.Task, manifestYAML []byte) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	s.running[t.Metadata.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		_, _ = lifecycle.Run(ctx, s.Dir(t.Metadata.ID), t, manifestYAML, s.Lifecycle)
+		s.mu.Lock()
+		delete(s.running, t.Metadata.ID)
+		s.mu.Unlock()
+	}()
+}
+
+// Cancel stops a running task (TERM, grace, KILL through its backend); the
+// task ends as cancelled with whatever was collected.
+func (s *Store) Cancel(id string) error {
+	s.mu.Lock()
+	cancel := s.running[id]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		return nil
+	}
+	m, err := state.Open(s.Dir(id))
+	if err != nil {
+		return job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	}
+	if m.Current().State.Terminal() {
+		return nil
+	}
+	return m.Transition(state.Cancelled, "cancelled while not running in this process", job.Errorf(job.CodeRunCanceled, "task was cancelled"))
+}
+
+// Wait blocks until every task this store started has ended.
+func (s *Store) Wait() { s.wg.Wait() }
+
+// Recover is called at start-up: pending tasks start again; a task found in
+// any other active state was interrupted by the restart and ends as failed
+// with the stage recorded. It returns the ids it acted on.
+func (s *Store) Recover() ([]string, error) {
+	entries, err := os.ReadDir(s.Root)
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot read the task store")
+	}
+	var acted []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := s.Dir(e.Name())
+		m, err := state.Open(dir)
+		if err != nil {
+			continue // not a task directory, or unrecoverable: left for an operator
+		}
+		cur := m.Current().State
+		switch {
+		case cur.Terminal():
+			continue
+		case cur == state.Pending:
+			b, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
+			t, perr := manifest.Parse(b)
+			if err != nil || perr != nil {
+				_ = m.Transition(state.Failed, "manifest lost before staging", job.Errorf(job.CodeRunInterrupted, "task could not be restarted"))
+			} else {
+				s.start(t, b)
+			}
+		default:
+			_ = m.Transition(state.Failed, "interrupted by a runner restart during "+string(cur),
+				job.Errorf(job.CodeRunInterrupted, "the runner restarted while the task was %s", cur).With("stage", string(cur)))
+		}
+		acted = append(acted, e.Name())
+	}
+	return acted, nil
+}
+
+// Retain removes terminal tasks older than their retention age (measured
+// from the last checkpoint) and returns their ids.
+func (s *Store) Retain(now time.Time) []string {
+	entries, _ := os.ReadDir(s.Root)
+	var removed []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		m, err := state.Open(s.Dir(e.Name()))
+		if err != nil {
+			continue
+		}
+		rec := m.Current()
+		var age time.Duration
+		switch rec.State {
+		case state.Completed:
+			age = s.Retention.Completed
+		case state.Failed, state.FailedPreserved:
+			age = s.Retention.Failed
+		case state.Cancelled:
+			age = s.Retention.Cancelled
+		default:
+			continue
+		}
+		if age > 0 && now.Sub(rec.LastCheckpoint) > age {
+			if os.RemoveAll(s.Dir(e.Name())) == nil {
+				removed = append(removed, e.Name())
+			}
+		}
+	}
+	return removed
+}
