@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/taskapi"
+	"github.com/agent-runner/agent-runner/task/taskstore"
+	"github.com/agent-runner/agent-runner/validation"
+)
+
+// serve mounts the agent-task API at /api/v1/tasks: tasks live under
+// <store-dir>/tasks, are recovered at start-up and pruned hourly.
+func init() {
+	var taskBackend string
+	var allowHost bool
+	var hang time.Duration
+	serveCmd.Flags().StringVar(&taskBackend, "task-backend", "linux_sandbox", "backend agent tasks run on (falls back to local_process when linux_sandbox is unavailable)")
+	serveCmd.Flags().BoolVar(&allowHost, "task-allow-host-network", false, "let tasks whose vm.network_mode needs egress use the host network")
+	serveCmd.Flags().DurationVar(&hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
+	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
+		b, ok := backend.Lookup(validation.NormalizeKind(taskBackend))
+		if !ok || b.Available(ctx) != nil {
+			b, _ = backend.Lookup("local_process")
+			d.Logger.Warn("task backend unavailable; agent tasks run on local_process", "requested", taskBackend)
+		}
+		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang})
+		if err != nil {
+			return err
+		}
+		if acted, err := s.Recover(); err == nil && len(acted) > 0 {
+			d.Logger.Info("recovered agent tasks after a restart", "tasks", acted)
+		}
+		go func() {
+			t := time.NewTicker(time.Hour)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-t.C:
+					if removed := s.Retain(now); len(removed) > 0 {
+						d.Logger.Info("retention removed agent tasks", "tasks", removed)
+					}
+				}
+			}
+		}()
+		taskapi.Routes(d.Mux, s, d.Auth)
+		return nil
+	})
+}

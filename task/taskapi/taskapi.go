@@ -1,0 +1,316 @@
+// Package taskapi is the HTTP door to agent tasks (seed 004): submit a
+// manifest, list, inspect and cancel tasks, follow their logs over
+// Server-Sent Events, and list or download their artifacts.
+package taskapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/taskstore"
+)
+
+// Routes registers the task API on mux; wrap(scope, h) adds auth.
+func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h http.Handler) http.Handler) {
+	a := &api{s: s}
+	mux.Handle("POST /api/v1/tasks", wrap("submit", http.HandlerFunc(a.submit)))
+	mux.Handle("GET /api/v1/tasks", wrap("read", http.HandlerFunc(a.list)))
+	mux.Handle("GET /api/v1/tasks/{id}", wrap("read", http.HandlerFunc(a.get)))
+	mux.Handle("DELETE /api/v1/tasks/{id}", wrap("cancel", http.HandlerFunc(a.cancel)))
+	mux.Handle("GET /api/v1/tasks/{id}/logs", wrap("read", http.HandlerFunc(a.logs)))
+	mux.Handle("GET /api/v1/tasks/{id}/artifacts", wrap("read", http.HandlerFunc(a.artifacts)))
+	mux.Handle("GET /api/v1/tasks/{id}/artifacts/{name...}", wrap("read", http.HandlerFunc(a.download)))
+}
+
+type api struct{ s *taskstore.Store }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := job.MarshalIndent(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// writeError maps job codes to HTTP statuses for this door.
+func writeError(w http.ResponseWriter, err error) {
+	jerr := job.AsError(err)
+	status := http.StatusInternalServerError
+	switch {
+	case jerr.Code == job.CodeJobNotFound:
+		status = http.StatusNotFound
+	case jerr.Code == job.CodeJobConflict:
+		status = http.StatusConflict
+	case jerr.Code.Class() == "validation":
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, map[string]any{"error": jerr})
+}
+
+// submit accepts a YAML body, or JSON {"manifest_yaml": "..."} or
+// {"manifest": {...}}.
+func (a *api) submit(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		writeError(w, job.Errorf(job.CodeBodyTooLarge, "manifest larger than 1 MiB"))
+		return
+	}
+	doc := body
+	if strings.Contains(r.Header.Get("Content-Type"), "json") {
+		var wrapped struct {
+			ManifestYAML string          `json:"manifest_yaml"`
+			Manifest     json.RawMessage `json:"manifest"`
+		}
+		if err := json.Unmarshal(body, &wrapped); err != nil {
+			writeError(w, job.Wrap(job.CodeInvalidRequest, err, "body is not JSON"))
+			return
+		}
+		switch {
+		case wrapped.ManifestYAML != "":
+			doc = []byte(wrapped.ManifestYAML)
+		case len(wrapped.Manifest) > 0:
+			doc = wrapped.Manifest // JSON is YAML
+		default:
+			writeError(w, job.Errorf(job.CodeInvalidRequest, "JSON body needs manifest_yaml or manifest"))
+			return
+		}
+	}
+	id, err := a.s.Submit(doc)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"task_id": id, "accepted": true})
+}
+
+// TaskStatus is a task's status with progress once known.
+type TaskStatus struct {
+	state.Record
+	Name     string              `json:"name,omitempty"`
+	Labels   map[string]string   `json:"labels,omitempty"`
+	Metadata *lifecycle.Metadata `json:"metadata,omitempty"`
+}
+
+func (a *api) status(id string) (TaskStatus, error) {
+	m, err := state.Open(a.s.Dir(id))
+	if err != nil || !validID(id) {
+		return TaskStatus{}, job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	}
+	st := TaskStatus{Record: m.Current()}
+	if b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "manifest.yaml")); err == nil {
+		if t, err := manifest.Parse(b); err == nil {
+			st.Name, st.Labels = t.Metadata.Name, t.Metadata.Labels
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "outbox", "artifacts", "metadata.json")); err == nil {
+		var md lifecycle.Metadata
+		if json.Unmarshal(b, &md) == nil {
+			st.Metadata = &md
+		}
+	}
+	return st, nil
+}
+
+func validID(id string) bool {
+	return id != "" && !strings.ContainsAny(id, "/\\") && id != "." && id != ".."
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// list filters by state (comma list) and label (key=value), paged by
+// limit/offset, newest first.
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var states []state.State
+	for _, s := range strings.Split(q.Get("state"), ",") {
+		if s != "" {
+			states = append(states, state.State(s))
+		}
+	}
+	limit, offset := 50, 0
+	if v := q.Get("limit"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 500 {
+			limit = n
+		}
+	}
+	if v := q.Get("offset"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			offset = n
+		}
+	}
+	lk, lv, _ := strings.Cut(q.Get("label"), "=")
+	entries, _ := os.ReadDir(a.s.Root)
+	var all []TaskStatus
+	for _, e := range entries {
+		st, err := a.status(e.Name())
+		if err != nil {
+			continue
+		}
+		if len(states) > 0 && !slices.Contains(states, st.State) {
+			continue
+		}
+		if lk != "" && st.Labels[lk] != lv {
+			continue
+		}
+		all = append(all, st)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
+	total := len(all)
+	page := all[min(offset, total):min(offset+limit, total)]
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": page, "total_count": total, "limit": limit, "offset": offset})
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.status(id); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.s.Cancel(id); err != nil {
+		writeError(w, err)
+		return
+	}
+	st, _ := a.status(id)
+	writeJSON(w, http.StatusAccepted, st)
+}
+
+func (a *api) artifacts(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if st.Metadata == nil {
+		writeError(w, job.Errorf(job.CodeNotTerminal, "task has not finished"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": st.TaskID, "artifacts": st.Metadata.Artifacts})
+}
+
+// download serves an artifact named in metadata.json, never a raw path.
+func (a *api) download(w http.ResponseWriter, r *http.Request) {
+	st, err := a.status(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	name := r.PathValue("name")
+	if st.Metadata != nil {
+		for _, art := range st.Metadata.Artifacts {
+			if art.Name != name {
+				continue
+			}
+			root, err := os.OpenRoot(filepath.Join(a.s.Dir(st.TaskID), "outbox", "artifacts"))
+			if err != nil {
+				break
+			}
+			defer root.Close()
+			f, err := root.Open(filepath.FromSlash(name))
+			if err != nil {
+				break
+			}
+			defer f.Close()
+			w.Header().Set("X-Content-SHA256", art.SHA256)
+			w.Header().Set("Content-Type", "application/octet-stream")
+			io.Copy(w, f)
+			return
+		}
+	}
+	writeError(w, job.Errorf(job.CodeJobNotFound, "no such artifact").With("name", name))
+}
+
+// logs streams stdout.log and stderr.log as SSE events (stdout, stderr),
+// following them until the task is terminal, then sends completed.
+// Keep-alive comments go out every 15 s.
+func (a *api) logs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := a.status(id); err != nil {
+		writeError(w, err)
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, errors.New("streaming unsupported"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	progress := filepath.Join(a.s.Dir(id), "outbox", "progress")
+	offsets := map[string]int64{}
+	lastSend := time.Now()
+	for {
+		terminal := false
+		if st, err := a.status(id); err == nil && st.State.Terminal() {
+			terminal = true
+		}
+		for _, stream := range []string{"stdout", "stderr"} {
+			for _, line := range readNew(filepath.Join(progress, stream+".log"), offsets, stream) {
+				b, _ := json.Marshal(map[string]string{"task_id": id, "line": line})
+				fmt.Fprintf(w, "event: %s\ndata: %s\n\n", stream, b)
+				lastSend = time.Now()
+			}
+		}
+		if terminal {
+			st, _ := a.status(id)
+			b, _ := json.Marshal(st)
+			fmt.Fprintf(w, "event: completed\ndata: %s\n\n", b)
+			fl.Flush()
+			return
+		}
+		if time.Since(lastSend) > 15*time.Second {
+			fmt.Fprint(w, ": keep-alive\n\n")
+			lastSend = time.Now()
+		}
+		fl.Flush()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// readNew returns complete new lines of a log since the last call.
+func readNew(path string, offsets map[string]int64, key string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(offsets[key], io.SeekStart); err != nil {
+		return nil
+	}
+	var lines []string
+	br := bufio.NewReader(f)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			break // an incomplete last line waits for the next poll
+		}
+		offsets[key] += int64(len(line))
+		lines = append(lines, strings.TrimRight(line, "\n"))
+	}
+	return lines
+}
