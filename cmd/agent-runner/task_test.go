@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestTaskVerbs drives a task through the CLI against a real serve.
+func TestTaskVerbs(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	origin := filepath.Join(base, "origin")
+	os.MkdirAll(origin, 0o755)
+	for _, args := range [][]string{{"init", "--quiet", "--initial-branch=main"}} {
+		exec.Command("git", append([]string{"-C", origin}, args...)...).Run()
+	}
+	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
+	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo from-agent\necho two > a.txt\n"), 0o644)
+	commit := exec.Command("git", "-C", origin, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init")
+	exec.Command("git", "-C", origin, "add", ".").Run()
+	if out, err := commit.CombinedOutput(); err != nil {
+		t.Fatalf("commit: %v %s", err, out)
+	}
+	store := filepath.Join(base, "store")
+	addr := freeAddr(t)
+	srv := startServer(t, store, addr)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	server := "http://" + addr
+	manifest := filepath.Join(base, "task.yaml")
+	os.WriteFile(manifest, []byte(`version: "1"
+kind: Task
+metadata: {id: cli-task, name: CLI task}
+repository: {url: "`+origin+`", branch: main}
+claude: {prompt: "edit"}
+agent: {command: ["/bin/sh", "agent.sh"]}
+`), 0o644)
+	out, stderr, code := cli(t, "", "task", "submit", manifest, "--server", server)
+	if code != 0 || !strings.Contains(out, `"cli-task"`) {
+		t.Fatalf("task submit = %d %s %s", code, out, stderr)
+	}
+	out, stderr, code = cli(t, "", "task", "logs", "--follow", "cli-task", "--server", server)
+	if code != 0 || !strings.Contains(out, "from-agent") || !strings.Contains(stderr, "is completed") {
+		t.Errorf("task logs --follow = %d %q %q", code, out, stderr)
+	}
+	out, _, code = cli(t, "", "task", "status", "--watch", "cli-task", "--server", server)
+	var st map[string]any
+	json.Unmarshal([]byte(out), &st)
+	if code != 0 || st["state"] != "completed" {
+		t.Errorf("task status = %d %s", code, out)
+	}
+	out, _, _ = cli(t, "", "task", "list", "--state", "completed", "--server", server)
+	if !strings.Contains(out, `"total_count": 1`) {
+		t.Errorf("task list = %s", out)
+	}
+	out, _, _ = cli(t, "", "task", "artifacts", "cli-task", "--server", server)
+	if !strings.Contains(out, "cli-task.patch") {
+		t.Errorf("task artifacts = %s", out)
+	}
+	patch := filepath.Join(base, "out.patch")
+	if _, stderr, code := cli(t, "", "task", "download", "cli-task", "cli-task.patch", "--out", patch, "--server", server); code != 0 {
+		t.Fatalf("task download = %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(patch); !strings.Contains(string(b), "+two") {
+		t.Errorf("downloaded patch = %q", b)
+	}
+	if _, stderr, code := cli(t, "", "task", "status", "nope", "--server", server); code != exitInvalid || !strings.Contains(stderr, "job.not_found") {
+		t.Errorf("unknown task = %d %s", code, stderr)
+	}
+}
