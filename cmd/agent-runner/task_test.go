@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestTaskVerbs drives a task through the CLI against a real serve.
@@ -75,5 +76,65 @@ agent: {command: ["/bin/sh", "agent.sh"]}
 	}
 	if _, stderr, code := cli(t, "", "task", "status", "nope", "--server", server); code != exitInvalid || !strings.Contains(stderr, "job.not_found") {
 		t.Errorf("unknown task = %d %s", code, stderr)
+	}
+}
+
+// TestTaskSurvivesServerKill SIGKILLs serve while a task's agent runs and
+// restarts it: the task ends in a recorded state, never stuck running, and
+// no agent process outlives the server.
+func TestTaskSurvivesServerKill(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	origin := filepath.Join(base, "origin")
+	os.MkdirAll(origin, 0o755)
+	marker := "slow-agent-" + filepath.Base(base)
+	exec.Command("git", "-C", origin, "init", "--quiet", "--initial-branch=main").Run()
+	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo started\nexec python3 -c 'import time; time.sleep(300)' "+marker+"\n"), 0o644)
+	exec.Command("git", "-C", origin, "add", ".").Run()
+	if out, err := exec.Command("git", "-C", origin, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init").CombinedOutput(); err != nil {
+		t.Fatalf("commit: %v %s", err, out)
+	}
+	store := filepath.Join(base, "store")
+	addr := freeAddr(t)
+	server := "http://" + addr
+	srv := startServer(t, store, addr)
+	manifest := filepath.Join(base, "task.yaml")
+	os.WriteFile(manifest, []byte(`version: "1"
+kind: Task
+metadata: {id: killed-task, name: K}
+repository: {url: "`+origin+`", branch: main}
+claude: {prompt: "sleep"}
+agent: {command: ["/bin/sh", "agent.sh"]}
+`), 0o644)
+	if _, stderr, code := cli(t, "", "task", "submit", manifest, "--server", server); code != 0 {
+		t.Fatalf("submit: %s", stderr)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !processWith(marker); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent never started")
+		}
+	}
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	for deadline := time.Now().Add(5 * time.Second); processWith(marker); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent outlived the SIGKILLed server")
+		}
+	}
+	srv = startServer(t, store, addr)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	out, _, code := cli(t, "", "task", "status", "killed-task", "--server", server)
+	var st struct {
+		State string
+		Error struct{ Code string }
+	}
+	json.Unmarshal([]byte(out), &st)
+	if code != 0 || st.State != "failed" || st.Error.Code != "run.interrupted" {
+		t.Errorf("after restart: %s", out)
 	}
 }
