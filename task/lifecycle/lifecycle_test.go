@@ -73,7 +73,7 @@ vm: {memory: 512M, cpus: 1}
 	}
 	tk.Agent.Command = []string{"/bin/sh", "-c", script}
 	dir := filepath.Join(base, "tasks", tk.Metadata.ID)
-	if _, err := state.Create(dir, tk.Metadata.ID); err != nil {
+	if _, err := state.Create(dir, tk.Metadata.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	return dir, tk, doc

@@ -80,6 +80,7 @@ const (
 // Record is the content of state.json.
 type Record struct {
 	TaskID         string     `json:"task_id"`
+	ParentID       string     `json:"parent_id,omitempty"`
 	State          State      `json:"state"`
 	Reason         string     `json:"reason,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -97,7 +98,14 @@ type Event struct {
 	From   State     `json:"from,omitempty"`
 	To     State     `json:"to"`
 	Reason string    `json:"reason,omitempty"`
+	// ParentID is set on a child's first event, so a rebuilt checkpoint
+	// keeps it.
+	ParentID string `json:"parent_id,omitempty"`
 }
+
+// Observer hears about every committed transition (metrics). from is ""
+// for a task entering its first state in this process.
+type Observer func(from State, rec Record)
 
 // Machine is one task's state, checkpointed in its directory.
 type Machine struct {
@@ -105,20 +113,29 @@ type Machine struct {
 	mu  sync.Mutex
 	rec Record
 	now func() time.Time
+	obs Observer
 }
 
 // Create starts a task in pending and writes its first checkpoint.
-func Create(dir, taskID string) (*Machine, error) {
+// parentID is empty for a top-level task.
+func Create(dir, taskID, parentID string) (*Machine, error) {
 	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(EventsFile)), 0o755); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task directory")
 	}
 	m := &Machine{dir: dir, now: func() time.Time { return time.Now().UTC() }}
 	now := m.now()
-	m.rec = Record{TaskID: taskID, State: Pending, CreatedAt: now}
-	if err := m.commit(Event{Type: "state_change", TaskID: taskID, To: Pending, Reason: "submitted"}); err != nil {
+	m.rec = Record{TaskID: taskID, ParentID: parentID, State: Pending, CreatedAt: now}
+	if err := m.commit(Event{Type: "state_change", TaskID: taskID, To: Pending, Reason: "submitted", ParentID: parentID}); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// Observe sets the observer told about this machine's later transitions.
+func (m *Machine) Observe(o Observer) {
+	m.mu.Lock()
+	m.obs = o
+	m.mu.Unlock()
 }
 
 // Open loads a task's checkpoint. A missing, torn or corrupted state.json
@@ -133,7 +150,7 @@ func Open(dir string) (*Machine, error) {
 	if evErr != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, errors.Join(err, evErr), "task checkpoint is unreadable and no event log can rebuild it").With("dir", dir)
 	}
-	m.rec = Record{TaskID: ev.TaskID, State: ev.To, Reason: "recovered from events.jsonl: " + ev.Reason, CreatedAt: first, LastCheckpoint: ev.Time}
+	m.rec = Record{TaskID: ev.TaskID, ParentID: first.ParentID, State: ev.To, Reason: "recovered from events.jsonl: " + ev.Reason, CreatedAt: first.Time, LastCheckpoint: ev.Time}
 	if err := m.writeState(); err != nil {
 		return nil, err
 	}
@@ -149,15 +166,14 @@ func validState(s State) bool {
 	return false
 }
 
-// lastEvent returns the last well-formed event and the first event's time.
-func lastEvent(path string) (Event, time.Time, error) {
+// lastEvent returns the last and the first well-formed events.
+func lastEvent(path string) (Event, Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Event{}, time.Time{}, err
+		return Event{}, Event{}, err
 	}
 	defer f.Close()
-	var last Event
-	var first time.Time
+	var last, first Event
 	found := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -167,12 +183,12 @@ func lastEvent(path string) (Event, time.Time, error) {
 			continue // a torn last line, or garbage
 		}
 		if !found {
-			first = ev.Time
+			first = ev
 		}
 		last, found = ev, true
 	}
 	if !found {
-		return Event{}, time.Time{}, errors.New("no valid event in events.jsonl")
+		return Event{}, Event{}, errors.New("no valid event in events.jsonl")
 	}
 	return last, first, nil
 }
@@ -208,7 +224,18 @@ func (m *Machine) Transition(to State, reason string, cause *job.Error) error {
 		m.rec = prev
 		return err
 	}
+	if m.obs != nil {
+		m.obs(from, m.rec)
+	}
 	return nil
+}
+
+// Note appends a non-transition event (for example workspace_destroyed)
+// to events.jsonl; the state does not change.
+func (m *Machine) Note(typ, reason string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.commit(Event{Type: typ, TaskID: m.rec.TaskID, From: m.rec.State, To: m.rec.State, Reason: reason})
 }
 
 // commit appends the event, then atomically replaces state.json.

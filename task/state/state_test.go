@@ -38,7 +38,7 @@ func TestEveryTransition(t *testing.T) {
 
 func TestLifecycleIsCheckpointed(t *testing.T) {
 	dir := t.TempDir()
-	m, err := Create(dir, "task-1")
+	m, err := Create(dir, "task-1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestLifecycleIsCheckpointed(t *testing.T) {
 
 func TestIllegalTransitionChangesNothing(t *testing.T) {
 	dir := t.TempDir()
-	m, _ := Create(dir, "task-2")
+	m, _ := Create(dir, "task-2", "")
 	before, _ := os.ReadFile(filepath.Join(dir, StateFile))
 	err := m.Transition(Running, "skip ahead", nil)
 	if job.CodeOf(err) != job.CodeJobConflict {
@@ -98,7 +98,7 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 
 func TestRecoveryFromCorruptCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	m, _ := Create(dir, "task-3")
+	m, _ := Create(dir, "task-3", "parent-9")
 	m.Transition(Staging, "cloning", nil)
 	m.Transition(Provisioning, "sandbox", nil)
 	for name, corrupt := range map[string][]byte{"torn": []byte(`{"task_id":"task-3","sta`), "garbage": []byte("\x00\xff"), "empty": nil, "bad state": []byte(`{"task_id":"task-3","state":"exploded"}`)} {
@@ -108,13 +108,21 @@ func TestRecoveryFromCorruptCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec := got.Current(); rec.State != Provisioning || rec.TaskID != "task-3" || !strings.Contains(rec.Reason, "recovered") {
+			if rec := got.Current(); rec.State != Provisioning || rec.TaskID != "task-3" || rec.ParentID != "parent-9" || !strings.Contains(rec.Reason, "recovered") {
 				t.Errorf("recovered %+v", rec)
 			}
 			if again, err := Open(dir); err != nil || again.Current().State != Provisioning {
 				t.Errorf("state.json was not rewritten: %v", err)
 			}
 		})
+	}
+	// A note keeps the state and is not mistaken for a transition.
+	if err := m.Note("workspace_destroyed", "by test"); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, StateFile))
+	if got, err := Open(dir); err != nil || got.Current().State != Provisioning {
+		t.Errorf("after a note: %+v %v", got, err)
 	}
 	// A torn last event line is skipped; the one before it counts.
 	f, _ := os.OpenFile(filepath.Join(dir, EventsFile), os.O_APPEND|os.O_WRONLY, 0)
@@ -149,4 +157,16 @@ func readEvents(t *testing.T, dir string) []Event {
 		out = append(out, e)
 	}
 	return out
+}
+
+func TestObserverSeesCommittedTransitionsOnly(t *testing.T) {
+	m, _ := Create(t.TempDir(), "task-4", "")
+	var seen []string
+	m.Observe(func(from State, rec Record) { seen = append(seen, string(from)+">"+string(rec.State)) })
+	m.Transition(Staging, "", nil)
+	m.Transition(Completed, "", nil) // illegal: not observed
+	m.Transition(Failed, "", nil)
+	if got := strings.Join(seen, " "); got != "pending>staging staging>failed" {
+		t.Errorf("observed %q", got)
+	}
 }

@@ -61,7 +61,7 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if _, err := os.Stat(s.Dir(t.Metadata.ID)); err == nil {
 		return "", job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
 	}
-	if _, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID); err != nil {
+	if _, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID); err != nil {
 		return "", err
 	}
 	// The manifest is on disk before anything runs, so a pending task can

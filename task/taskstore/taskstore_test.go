@@ -18,7 +18,7 @@ import (
 func seed(t *testing.T, root, id string, st state.State, checkpoint time.Time) {
 	t.Helper()
 	dir := filepath.Join(root, id)
-	if _, err := state.Create(dir, id); err != nil {
+	if _, err := state.Create(dir, id, ""); err != nil {
 		t.Fatal(err)
 	}
 	rec := state.Record{TaskID: id, State: st, CreatedAt: checkpoint, LastCheckpoint: checkpoint}
