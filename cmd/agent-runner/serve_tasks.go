@@ -8,6 +8,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
+	"github.com/agent-runner/agent-runner/task/taskmetrics"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 	"github.com/agent-runner/agent-runner/validation"
 )
@@ -27,7 +28,8 @@ func init() {
 			b, _ = backend.Lookup("local_process")
 			d.Logger.Warn("task backend unavailable; agent tasks run on local_process", "requested", taskBackend)
 		}
-		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang})
+		metrics := taskmetrics.New(d.Metrics)
+		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, Observer: metrics.Observe})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +75,20 @@ agent: {command: ["/bin/sh", "agent.sh"]}
 	}
 	if b, _ := os.ReadFile(patch); !strings.Contains(string(b), "+two") {
 		t.Errorf("downloaded patch = %q", b)
+	}
+	// The agentic_* metrics on the server's /metrics.
+	resp, err := http.Get(server + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`agentic_tasks_total{state="completed"} 1`, `agentic_tasks_active{state="running"} 0`,
+		`agentic_task_duration_seconds_count{outcome="completed"} 1`, `agentic_provision_duration_seconds_count 1`,
+		`agentic_vm_provision_duration_seconds_count 1`, `agentic_agent_connected 0`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	if _, stderr, code := cli(t, "", "task", "status", "nope", "--server", server); code != exitInvalid || !strings.Contains(stderr, "job.not_found") {
 		t.Errorf("unknown task = %d %s", code, stderr)

@@ -35,6 +35,8 @@ type Config struct {
 	// CloneBackoff is the git retry policy (default stage.CloneBackoff).
 	CloneBackoff *stage.Backoff
 	Output       func(stream string, p []byte)
+	// Observer hears every transition (metrics); may be nil.
+	Observer state.Observer
 }
 
 // Metadata is outbox/artifacts/metadata.json.
@@ -61,6 +63,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return Metadata{}, err
 	}
+	m.Observe(cfg.Observer)
 	l := stage.Layout{Dir: dir}
 	md := Metadata{TaskID: t.Metadata.ID, StartedAt: time.Now().UTC(), Artifacts: []stage.Artifact{}}
 	if cfg.Backend != nil {

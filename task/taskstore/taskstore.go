@@ -61,9 +61,11 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if _, err := os.Stat(s.Dir(t.Metadata.ID)); err == nil {
 		return "", job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
 	}
-	if _, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID); err != nil {
+	m, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID)
+	if err != nil {
 		return "", err
 	}
+	s.observe("", m.Current())
 	// The manifest is on disk before anything runs, so a pending task can
 	// be restarted after a crash.
 	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
@@ -106,7 +108,17 @@ func (s *Store) Cancel(id string) error {
 	if m.Current().State.Terminal() {
 		return nil
 	}
-	return m.Transition(state.Cancelled, "cancelled while not running in this process", job.Errorf(job.CodeRunCanceled, "task was cancelled"))
+	if err := m.Transition(state.Cancelled, "cancelled while not running in this process", job.Errorf(job.CodeRunCanceled, "task was cancelled")); err != nil {
+		return err
+	}
+	s.observe("", m.Current())
+	return nil
+}
+
+func (s *Store) observe(from state.State, rec state.Record) {
+	if s.Lifecycle.Observer != nil {
+		s.Lifecycle.Observer(from, rec)
+	}
 }
 
 // Wait blocks until every task this store started has ended.
@@ -146,6 +158,9 @@ func (s *Store) Recover() ([]string, error) {
 			_ = m.Transition(state.Failed, "interrupted by a runner restart during "+string(cur),
 				job.Errorf(job.CodeRunInterrupted, "the runner restarted while the task was %s", cur).With("stage", string(cur)))
 		}
+		// Counted as new in this process: its earlier states were counted
+		// by the process that died.
+		s.observe("", m.Current())
 		acted = append(acted, e.Name())
 	}
 	return acted, nil
