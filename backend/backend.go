@@ -69,6 +69,19 @@ type Spec struct {
 	Stdin io.Reader
 	// TTY asks for a controlling terminal (interactive shells only).
 	TTY bool
+	// Usage, when set, is called every UsageEvery (default 30 s) while the
+	// process runs, with what the backend measures now. Backends that
+	// cannot measure (no cgroup) never call it.
+	Usage      func(Usage)
+	UsageEvery time.Duration
+}
+
+// Usage is a live resource sample of a running Spec.
+type Usage struct {
+	CPUTime         time.Duration
+	MemoryBytes     int64
+	PeakMemoryBytes int64
+	Processes       int64
 }
 
 // Workspace is the writable root of a job. For a copy snapshot only Dir is

@@ -211,6 +211,11 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 			_ = unix.Kill(cmd.Process.Pid, sig)
 		})
 	}()
+	// Usage samples stop before Run returns.
+	var sampling sync.WaitGroup
+	if cg != nil && spec.Usage != nil {
+		sampling.Go(func() { cg.report(spec.Usage, spec.UsageEvery, done) })
+	}
 	var res initResult
 	resDone := make(chan struct{})
 	go func() {
@@ -219,6 +224,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	}()
 	waitErr := cmd.Wait()
 	close(done)
+	sampling.Wait()
 	<-resDone
 	resR.Close()
 	out.Reason = <-reason

@@ -151,6 +151,34 @@ func (c *cgroup) usage() (int64, time.Duration) {
 	return peak, cpu
 }
 
+// sample reads the group's live usage.
+func (c *cgroup) sample() backend.Usage {
+	peak, cpu := c.usage()
+	return backend.Usage{
+		CPUTime:         cpu,
+		MemoryBytes:     readInt(filepath.Join(c.dirs["memory"], "memory.usage_in_bytes")),
+		PeakMemoryBytes: peak,
+		Processes:       readInt(filepath.Join(c.dirs["pids"], "pids.current")),
+	}
+}
+
+// report calls fn with a sample every interval until done is closed.
+func (c *cgroup) report(fn func(backend.Usage), every time.Duration, done <-chan struct{}) {
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			fn(c.sample())
+		}
+	}
+}
+
 // oomKilled reports whether the kernel OOM-killed a process in the group.
 func (c *cgroup) oomKilled() bool {
 	b, err := os.ReadFile(filepath.Join(c.dirs["memory"], "memory.oom_control"))
