@@ -18,10 +18,11 @@ import (
 func init() {
 	var taskBackend string
 	var allowHost bool
-	var hang time.Duration
+	var hang, heartbeat time.Duration
 	serveCmd.Flags().StringVar(&taskBackend, "task-backend", "linux_sandbox", "backend agent tasks run on (falls back to local_process when linux_sandbox is unavailable)")
 	serveCmd.Flags().BoolVar(&allowHost, "task-allow-host-network", false, "let tasks whose vm.network_mode needs egress use the host network")
 	serveCmd.Flags().DurationVar(&hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
+	serveCmd.Flags().DurationVar(&heartbeat, "task-heartbeat", 30*time.Second, "how often a running task's progress, CPU and memory are recorded (outbox/progress/metrics.jsonl)")
 	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
 		b, ok := backend.Lookup(validation.NormalizeKind(taskBackend))
 		if !ok || b.Available(ctx) != nil {
@@ -29,7 +30,7 @@ func init() {
 			d.Logger.Warn("task backend unavailable; agent tasks run on local_process", "requested", taskBackend)
 		}
 		metrics := taskmetrics.New(d.Metrics)
-		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, Observer: metrics.Observe})
+		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe})
 		if err != nil {
 			return err
 		}

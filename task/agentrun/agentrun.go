@@ -35,6 +35,9 @@ type Config struct {
 	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr"),
 	// one call at a time.
 	Output func(stream string, p []byte)
+	// HeartbeatEvery is how often a heartbeat (progress, CPU, memory) is
+	// appended to outbox/progress/metrics.jsonl (default 30 s, seed 004).
+	HeartbeatEvery time.Duration
 }
 
 // Outcome is how the agent run ended.
@@ -150,6 +153,13 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	}
 	defer stderr.Close()
 	prog.touch(0)
+	if cfg.HeartbeatEvery <= 0 {
+		cfg.HeartbeatEvery = 30 * time.Second
+	}
+	hb := &heartbeats{path: filepath.Join(l.Progress(), HeartbeatFile), taskID: t.Metadata.ID, prog: prog}
+	beating := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
 	start := time.Now()
 	cwd := filepath.ToSlash(filepath.Clean(t.Repository.Subpath))
 	if t.Repository.Subpath == "" {
@@ -169,11 +179,15 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 			MaxProcesses: 4096,
 			TmpBytes:     1 << 30,
 		},
-		Stdout: stdout,
-		Stderr: stderr,
+		Stdout:     stdout,
+		Stderr:     stderr,
+		Usage:      hb.sample,
+		UsageEvery: min(cfg.HeartbeatEvery, 5*time.Second),
 	})
 	stdout.Flush()
 	stderr.Flush()
+	close(beating)
+	beats.Wait()
 	out.Duration = time.Since(start)
 	out.Progress = prog.snapshot()
 	if err != nil {

@@ -2,9 +2,11 @@ package agentrun_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +153,61 @@ func TestEgressRefused(t *testing.T) {
 	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t)})
 	if job.CodeOf(err) != job.CodeNetworkDenied {
 		t.Errorf("outbound task = %v, want %s", err, job.CodeNetworkDenied)
+	}
+}
+
+// TestHeartbeatsReportProgressAndCgroupUsage: an agent that holds 32 MiB
+// and keeps printing stream-json gets periodic heartbeats in
+// metrics.jsonl with its progress and, on linux_sandbox, memory and CPU.
+func TestHeartbeatsReportProgressAndCgroupUsage(t *testing.T) {
+	script := `python3 -c '
+import time, sys
+b = bytearray(32 << 20)
+for i in range(0, len(b), 4096):
+    b[i] = 1
+for n in range(8):
+    print("{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"tool_use\",\"name\":\"Bash\"}]}}", flush=True)
+    end = time.time() + 0.15
+    while time.time() < end:
+        pass
+'`
+	l, tk, _ := staged(t, script, "1h")
+	b := sandbox(t)
+	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: b, HeartbeatEvery: 100 * time.Millisecond})
+	if err != nil || out.ExitCode == nil || *out.ExitCode != 0 {
+		t.Fatalf("run = %+v %v", out, err)
+	}
+	data, err := os.ReadFile(filepath.Join(l.Progress(), agentrun.HeartbeatFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("%d heartbeats in a 1.2 s run at 100 ms", len(lines))
+	}
+	last, ok := agentrun.LastHeartbeat(l.Progress())
+	if !ok || last.TaskID != tk.Metadata.ID || last.Progress.ToolCalls != 8 || last.Progress.CurrentTool != "Bash" {
+		t.Fatalf("last heartbeat = %+v", last)
+	}
+	if !slices.Contains(b.Capabilities().Enforces, job.LimitMemory) {
+		t.Logf("no cgroups here: heartbeats carry progress only")
+		return
+	}
+	var maxMem int64
+	var maxCPU float64
+	for _, line := range lines {
+		var hb agentrun.Heartbeat
+		if err := json.Unmarshal([]byte(line), &hb); err != nil {
+			t.Fatalf("heartbeat %q: %v", line, err)
+		}
+		if hb.MemoryBytes != nil {
+			maxMem = max(maxMem, *hb.MemoryBytes)
+		}
+		if hb.CPUSeconds != nil {
+			maxCPU = max(maxCPU, *hb.CPUSeconds)
+		}
+	}
+	if maxMem < 32<<20 || maxCPU < 0.3 {
+		t.Errorf("heartbeats saw at most %d bytes and %.2f s CPU", maxMem, maxCPU)
 	}
 }

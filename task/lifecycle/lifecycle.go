@@ -35,6 +35,8 @@ type Config struct {
 	// CloneBackoff is the git retry policy (default stage.CloneBackoff).
 	CloneBackoff *stage.Backoff
 	Output       func(stream string, p []byte)
+	// HeartbeatEvery is the agent heartbeat interval (default 30 s).
+	HeartbeatEvery time.Duration
 	// Observer hears every transition (metrics); may be nil.
 	Observer state.Observer
 }
@@ -116,7 +118,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err := step(state.Running, "agent started"); err != nil {
 		return md, err
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output})
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery})
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	if err != nil {
 		return fail(err)

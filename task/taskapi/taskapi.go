@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/state"
@@ -103,6 +104,9 @@ type TaskStatus struct {
 	Name     string              `json:"name,omitempty"`
 	Labels   map[string]string   `json:"labels,omitempty"`
 	Metadata *lifecycle.Metadata `json:"metadata,omitempty"`
+	// Heartbeat is the latest progress, CPU and memory report of the
+	// agent (outbox/progress/metrics.jsonl), once one was written.
+	Heartbeat *agentrun.Heartbeat `json:"heartbeat,omitempty"`
 }
 
 func (a *api) status(id string) (TaskStatus, error) {
@@ -116,6 +120,7 @@ func (a *api) status(id string) (TaskStatus, error) {
 			st.Name, st.Labels = t.Metadata.Name, t.Metadata.Labels
 		}
 	}
+	st.Heartbeat, _ = agentrun.LastHeartbeat(filepath.Join(a.s.Dir(id), "outbox", "progress"))
 	if b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "outbox", "artifacts", "metadata.json")); err == nil {
 		var md lifecycle.Metadata
 		if json.Unmarshal(b, &md) == nil {

@@ -1,0 +1,98 @@
+package agentrun
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+)
+
+// HeartbeatFile is outbox/progress/metrics.jsonl: one Heartbeat per line.
+const HeartbeatFile = "metrics.jsonl"
+
+// Heartbeat is one periodic report of a running agent: its progress and,
+// on backends that measure it (linux_sandbox's cgroups), CPU and memory.
+type Heartbeat struct {
+	Time            time.Time `json:"time"`
+	TaskID          string    `json:"task_id"`
+	CPUSeconds      *float64  `json:"cpu_seconds,omitempty"`
+	MemoryBytes     *int64    `json:"memory_bytes,omitempty"`
+	PeakMemoryBytes *int64    `json:"peak_memory_bytes,omitempty"`
+	Processes       *int64    `json:"processes,omitempty"`
+	Progress        Progress  `json:"progress"`
+}
+
+// heartbeats keeps the latest usage sample and appends heartbeats.
+type heartbeats struct {
+	path   string
+	taskID string
+	prog   *tracker
+
+	mu    sync.Mutex
+	usage *backend.Usage
+}
+
+func (h *heartbeats) sample(u backend.Usage) {
+	h.mu.Lock()
+	h.usage = &u
+	h.mu.Unlock()
+}
+
+// beat appends one heartbeat line.
+func (h *heartbeats) beat() {
+	hb := Heartbeat{Time: time.Now().UTC(), TaskID: h.taskID, Progress: h.prog.snapshot()}
+	h.mu.Lock()
+	if u := h.usage; u != nil {
+		cpu := u.CPUTime.Seconds()
+		hb.CPUSeconds, hb.MemoryBytes, hb.PeakMemoryBytes, hb.Processes = &cpu, &u.MemoryBytes, &u.PeakMemoryBytes, &u.Processes
+	}
+	h.mu.Unlock()
+	line, _ := json.Marshal(hb)
+	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return // heartbeats are best effort; the run goes on
+	}
+	f.Write(append(line, '\n'))
+	f.Close()
+}
+
+// run beats every interval until done is closed, and once more at the end.
+func (h *heartbeats) run(every time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			h.beat()
+			return
+		case <-t.C:
+			h.beat()
+		}
+	}
+}
+
+// LastHeartbeat reads the last complete line of a task's metrics.jsonl.
+func LastHeartbeat(progressDir string) (*Heartbeat, bool) {
+	b, err := os.ReadFile(filepath.Join(progressDir, HeartbeatFile))
+	if err != nil {
+		return nil, false
+	}
+	for end := len(b); end > 0; {
+		start := end - 1
+		for start > 0 && b[start-1] != '\n' {
+			start--
+		}
+		var hb Heartbeat
+		if json.Unmarshal(b[start:end], &hb) == nil && !hb.Time.IsZero() {
+			return &hb, true
+		}
+		end = start
+		if end > 0 {
+			end-- // skip the newline
+		}
+	}
+	return nil, false
+}
