@@ -1,6 +1,6 @@
 // Package taskapi is the HTTP door to agent tasks (seed 004): submit a
 // manifest, list, inspect and cancel tasks, follow their logs over
-// Server-Sent Events, and list or download their artifacts.
+// Server-Sent Events or a WebSocket, and list or download their artifacts.
 package taskapi
 
 import (
@@ -36,6 +36,7 @@ func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h ht
 	mux.Handle("GET /api/v1/tasks/{id}/logs", wrap("read", http.HandlerFunc(a.logs)))
 	mux.Handle("GET /api/v1/tasks/{id}/artifacts", wrap("read", http.HandlerFunc(a.artifacts)))
 	mux.Handle("GET /api/v1/tasks/{id}/artifacts/{name...}", wrap("read", http.HandlerFunc(a.download)))
+	mux.Handle("GET /ws/tasks/{id}/stream", wrap("read", http.HandlerFunc(a.stream)))
 }
 
 type api struct{ s *taskstore.Store }

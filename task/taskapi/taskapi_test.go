@@ -49,7 +49,7 @@ func setup(t *testing.T) (string, string) {
 	os.MkdirAll(origin, 0o755)
 	git(t, origin, "init", "--quiet", "--initial-branch=main")
 	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
-	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo working\necho two > a.txt\nif [ \"$1\" = slow ]; then sleep 30; fi\necho done >&2\n"), 0o755)
+	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo working\necho two > a.txt\nif [ \"$1\" = slow ]; then sleep 30; fi\nif [ \"$1\" = beat ]; then sleep 1; fi\necho done >&2\nif [ \"$1\" = fail ]; then exit 3; fi\n"), 0o755)
 	git(t, origin, "add", ".")
 	git(t, origin, "commit", "--quiet", "-m", "init")
 	var b backend.Backend = localprocess.Backend{}
@@ -57,7 +57,7 @@ func setup(t *testing.T) (string, string) {
 		b = sb
 	}
 	quick := stage.Backoff{Base: time.Millisecond, Max: time.Millisecond, Attempts: 1}
-	s, err := taskstore.New(filepath.Join(base, "tasks"), lifecycle.Config{Backend: b, CloneBackoff: &quick})
+	s, err := taskstore.New(filepath.Join(base, "tasks"), lifecycle.Config{Backend: b, CloneBackoff: &quick, HeartbeatEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
