@@ -12,7 +12,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -150,6 +153,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if md.State == state.Failed {
 		// destroy: the workspace goes, the outbox (logs, artifacts) stays.
 		os.RemoveAll(l.Inbox())
+		os.RemoveAll(l.Base())
 	}
 	return finish(l, md)
 }
@@ -214,30 +218,99 @@ func resolveSecrets(refs []manifest.Secret, env func(string) string) (map[string
 }
 
 // collectPatterns copies lifecycle.artifact_patterns matches from the
-// workspace into outbox/artifacts with checksums (never through symlinks).
+// workspace into outbox/artifacts with checksums. Patterns are
+// slash-separated globs where "**" spans any number of directories. The
+// agent wrote the workspace: the walk and the reads go through an os.Root
+// and never follow a symlink, so a link pointing out of the workspace
+// yields nothing; only regular files are copied; .git is skipped.
 func collectPatterns(l stage.Layout, t *manifest.Task) []stage.Artifact {
-	var out []stage.Artifact
-	for _, pat := range t.Lifecycle.ArtifactPatterns {
-		matches, _ := filepath.Glob(filepath.Join(l.Workdir(t), pat))
-		for _, p := range matches {
-			fi, err := os.Lstat(p)
-			if err != nil || !fi.Mode().IsRegular() {
-				continue
-			}
-			rel, _ := filepath.Rel(l.Workdir(t), p)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				continue
-			}
-			name := filepath.ToSlash(rel)
-			dst := filepath.Join(l.Artifacts(), "files", filepath.FromSlash(name))
-			os.MkdirAll(filepath.Dir(dst), 0o755)
-			if os.WriteFile(dst, b, 0o644) != nil {
-				continue
-			}
-			sum := sha256.Sum256(b)
-			out = append(out, stage.Artifact{Name: "files/" + name, SizeBytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
-		}
+	if len(t.Lifecycle.ArtifactPatterns) == 0 {
+		return nil
 	}
+	root, err := os.OpenRoot(l.Workdir(t))
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	var out []stage.Artifact
+	fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil // symlinks, devices, fifos
+		}
+		for _, pat := range t.Lifecycle.ArtifactPatterns {
+			if matchGlob(pat, name) {
+				if a, ok := copyArtifact(root, name, filepath.Join(l.Artifacts(), "files")); ok {
+					out = append(out, a)
+				}
+				break
+			}
+		}
+		return nil
+	})
 	return out
+}
+
+// matchGlob matches a slash-separated name against a pattern whose "**"
+// segments match zero or more directories.
+func matchGlob(pattern, name string) bool {
+	return matchSegments(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func matchSegments(pat, name []string) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for i := 0; i <= len(name); i++ {
+				if matchSegments(pat[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(name) == 0 {
+			return false
+		}
+		if ok, _ := path.Match(pat[0], name[0]); !ok {
+			return false
+		}
+		pat, name = pat[1:], name[1:]
+	}
+	return len(name) == 0
+}
+
+// copyArtifact copies one regular file (never a symlink) from root.
+func copyArtifact(root *os.Root, name, dstDir string) (stage.Artifact, bool) {
+	fi, err := root.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return stage.Artifact{}, false
+	}
+	src, err := root.Open(name)
+	if err != nil {
+		return stage.Artifact{}, false
+	}
+	defer src.Close()
+	dst := filepath.Join(dstDir, filepath.FromSlash(name))
+	os.MkdirAll(filepath.Dir(dst), 0o755)
+	f, err := os.Create(dst)
+	if err != nil {
+		return stage.Artifact{}, false
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(dst)
+		return stage.Artifact{}, false
+	}
+	return stage.Artifact{Name: "files/" + name, SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true
 }

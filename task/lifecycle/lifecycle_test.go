@@ -160,3 +160,33 @@ func TestCancelMidRun(t *testing.T) {
 		t.Errorf("metadata.json = %s", b)
 	}
 }
+
+// TestArtifactPatternsStayInTheWorkspace: the agent links a directory and
+// a file out of the workspace under names the patterns match; nothing
+// from outside is collected, while "**" still reaches nested files.
+func TestArtifactPatternsStayInTheWorkspace(t *testing.T) {
+	dir, tk, doc := submit(t, `mkdir -p reports coverage/a/b && ln -s /etc reports/etc && ln -s /etc/passwd reports/passwd.json &&
+echo '{}' > reports/ok.json && echo deep > coverage/a/b/c.txt && ln -s /etc coverage/a/etc`,
+		"lifecycle: {artifact_patterns: [\"reports/*\", \"reports/*/*\", \"coverage/**/*\", \"**/passwd\"]}\n")
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if err != nil || md.State != state.Completed {
+		t.Fatalf("task = %+v %v", md, err)
+	}
+	var names []string
+	for _, a := range md.Artifacts {
+		if strings.HasPrefix(a.Name, "files/") {
+			names = append(names, a.Name)
+		}
+	}
+	if got := strings.Join(names, " "); got != "files/coverage/a/b/c.txt files/reports/ok.json" {
+		t.Errorf("collected %q", got)
+	}
+	filepath.Walk(filepath.Join(dir, "outbox"), func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "root:x:0:0") {
+				t.Errorf("%s holds the host's /etc/passwd", p)
+			}
+		}
+		return nil
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -224,6 +225,14 @@ func (t *Task) Validate() error {
 			return invalid(field+".key", "is required")
 		case s.Source != "env" && s.Source != "file" && s.Source != "vault":
 			return invalid(field+".source", "must be env, file or vault")
+		}
+	}
+	for i, p := range t.Lifecycle.ArtifactPatterns {
+		if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") || strings.Contains("/"+p+"/", "/../") {
+			return job.Errorf(job.CodePathEscape, "lifecycle.artifact_patterns[%d] %q must be a relative pattern inside the workspace", i, p).With("field", "lifecycle.artifact_patterns")
+		}
+		if _, err := path.Match(p, ""); err != nil {
+			return invalid(fmt.Sprintf("lifecycle.artifact_patterns[%d]", i), "bad pattern %q", p)
 		}
 	}
 	if c := t.Children; c != nil && (c.MaxConcurrent < 0 || c.MaxConcurrent > 100) {

@@ -94,6 +94,10 @@ func TestValidation(t *testing.T) {
 		{"bad network", "vm: {network_mode: bridged}\n", nil, job.CodeInvalidRequest},
 		{"secret bad source", "secrets: [{name: A, source: ldap, key: A}]\n", nil, job.CodeInvalidRequest},
 		{"secret vault ok to parse", "secrets: [{name: A, source: vault, key: kv/a}]\n", nil, ""},
+		{"artifact patterns ok", "lifecycle: {artifact_patterns: [\"*.patch\", \"coverage/**/*\"]}\n", nil, ""},
+		{"artifact pattern absolute", "lifecycle: {artifact_patterns: [/etc/passwd]}\n", nil, job.CodePathEscape},
+		{"artifact pattern dotdot", "lifecycle: {artifact_patterns: [\"reports/../../x\"]}\n", nil, job.CodePathEscape},
+		{"artifact pattern bad glob", "lifecycle: {artifact_patterns: [\"[\"]}\n", nil, job.CodeInvalidRequest},
 		{"subpath escape", "", func(s string) string { return strings.Replace(s, "branch: main", "branch: main, subpath: ../x", 1) }, job.CodePathEscape},
 	}
 	for _, tt := range tests {

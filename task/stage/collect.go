@@ -19,12 +19,28 @@ type Artifact struct {
 	SHA256    string `json:"sha256"`
 }
 
-// Collect writes <id>.patch (git diff --binary HEAD, new files included
-// via intent-to-add) and <id>-untracked.txt to outbox/artifacts and returns
-// them with checksums.
+// Collect writes <id>.patch (git diff --binary against the staged commit,
+// new files included) and <id>-untracked.txt to outbox/artifacts and
+// returns them with checksums.
+//
+// The agent owned the inbox, .git included: its config could name an
+// fsmonitor, a filter or a diff driver, and running git there as the
+// runner would run those commands on the host. So git reads only the
+// work tree's files, with the runner's base.git (saved at staging) as the
+// repository and a throwaway index; the inbox's .git is never opened.
+// Committed changes the agent made are part of the patch too.
 func Collect(ctx context.Context, l Layout, t *manifest.Task) ([]Artifact, error) {
-	repo := l.Inbox()
-	untracked, err := git(ctx, repo, "ls-files", "--others", "--exclude-standard", "-z")
+	tmp, err := os.MkdirTemp("", "agent-runner-collect-")
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create a scratch index")
+	}
+	defer os.RemoveAll(tmp)
+	env := []string{"GIT_DIR=" + l.Base(), "GIT_WORK_TREE=" + l.Inbox(), "GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	g := func(args ...string) ([]byte, error) { return gitEnv(ctx, l.Inbox(), env, args...) }
+	if _, err := g("read-tree", "refs/heads/base"); err != nil {
+		return nil, err
+	}
+	untracked, err := g("ls-files", "--others", "--exclude-standard", "-z")
 	if err != nil {
 		return nil, err
 	}
@@ -35,17 +51,14 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task) ([]Artifact, error
 		}
 	}
 	if len(files) > 0 {
-		// Intent-to-add makes new files part of the diff without staging content.
-		if _, err := git(ctx, repo, append([]string{"add", "--intent-to-add", "--"}, files...)...); err != nil {
+		// Intent-to-add makes new files part of the diff.
+		if _, err := g(append([]string{"add", "--intent-to-add", "--"}, files...)...); err != nil {
 			return nil, err
 		}
 	}
-	patch, err := git(ctx, repo, "diff", "--binary", "HEAD")
+	patch, err := g("diff", "--binary", "--no-ext-diff", "--no-textconv", "refs/heads/base")
 	if err != nil {
 		return nil, err
-	}
-	if len(files) > 0 {
-		_, _ = git(ctx, repo, append([]string{"reset", "--quiet", "--"}, files...)...)
 	}
 	outs := map[string][]byte{
 		t.Metadata.ID + ".patch":         patch,

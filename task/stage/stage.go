@@ -30,6 +30,11 @@ func (l Layout) Inbox() string     { return filepath.Join(l.Dir, "inbox") }
 func (l Layout) Progress() string  { return filepath.Join(l.Dir, "outbox", "progress") }
 func (l Layout) Artifacts() string { return filepath.Join(l.Dir, "outbox", "artifacts") }
 
+// Base is the runner's own bare copy of the staged commit, outside every
+// sandbox view: changes are collected against it, never through the
+// agent-writable inbox/.git (see Collect).
+func (l Layout) Base() string { return filepath.Join(l.Dir, "base.git") }
+
 // Workdir is where the agent runs: the inbox, or its subpath.
 func (l Layout) Workdir(t *manifest.Task) string {
 	return filepath.Join(l.Inbox(), filepath.FromSlash(t.Repository.Subpath))
@@ -69,7 +74,27 @@ func Stage(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte,
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot write TASK.md")
 	}
 	// TASK.md is instructions, not part of the change the agent makes.
-	return appendExclude(l.Inbox(), "/"+filepath.ToSlash(filepath.Join(t.Repository.Subpath, "TASK.md")))
+	exclude := "/" + filepath.ToSlash(filepath.Join(t.Repository.Subpath, "TASK.md"))
+	if err := appendExclude(filepath.Join(l.Inbox(), ".git"), exclude); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot write the exclude file")
+	}
+	return saveBase(ctx, l, exclude)
+}
+
+// saveBase fetches the staged commit from the inbox (still runner-owned:
+// no agent has run) into base.git and records it as refs/heads/base.
+func saveBase(ctx context.Context, l Layout, exclude string) error {
+	os.RemoveAll(l.Base())
+	if _, err := git(ctx, "", "init", "--quiet", "--bare", l.Base()); err != nil {
+		return err
+	}
+	if _, err := git(ctx, "", "--git-dir", l.Base(), "fetch", "--quiet", "--no-tags", "--depth", "1", l.Inbox(), "HEAD:refs/heads/base"); err != nil {
+		return err
+	}
+	if err := appendExclude(l.Base(), exclude); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot write the exclude file")
+	}
+	return nil
 }
 
 // clone fetches url@branch (and checks out commit) into dir. Without a
@@ -90,13 +115,24 @@ func clone(ctx context.Context, r manifest.Repository, dir string) error {
 	return nil
 }
 
-// git runs git with a clean, non-interactive environment.
+// hardening is passed to every git the runner starts: no hooks, no
+// fsmonitor, no ext:: transport, whatever a repository's config says.
+var hardening = []string{"-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}
+
+// git runs git with a clean, non-interactive environment, without system
+// or global configuration.
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	return gitEnv(ctx, dir, nil, args...)
+}
+
+func gitEnv(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
 	// The inbox may belong to the sandbox's uid after a run; git must still
 	// read it as the runner (it refuses "dubious ownership" otherwise).
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "safe.directory=*"}, args...)...)
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, hardening...), args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -105,8 +141,8 @@ func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func appendExclude(repo, pattern string) error {
-	p := filepath.Join(repo, ".git", "info", "exclude")
+func appendExclude(gitDir, pattern string) error {
+	p := filepath.Join(gitDir, "info", "exclude")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}

@@ -182,3 +182,70 @@ func TestTransientClassification(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectNeverRunsTheAgentsGitConfig: the agent owns inbox/.git, so it
+// can name commands in its config (filters, diff drivers, fsmonitor,
+// external diff) and attributes that select them. Collect runs git as the
+// runner on the host; none of those commands may run, and the patch must
+// still hold the change.
+func TestCollectNeverRunsTheAgentsGitConfig(t *testing.T) {
+	src, _ := origin(t)
+	l := Layout{Dir: t.TempDir()}
+	tk := task(src, "main", "", "")
+	if err := Stage(context.Background(), l, tk, nil, fast); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "pwned")
+	cmd := "sh -c 'echo $0 >> " + marker + "'"
+	f, _ := os.OpenFile(filepath.Join(l.Inbox(), ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("[core]\n\tfsmonitor = " + cmd + "\n\thooksPath = /tmp\n\tpager = " + cmd + "\n" +
+		"[filter \"evil\"]\n\tclean = " + cmd + "\n\tsmudge = " + cmd + "\n\tprocess = " + cmd + "\n" +
+		"[diff \"evil\"]\n\ttextconv = " + cmd + "\n\tcommand = " + cmd + "\n" +
+		"[diff]\n\texternal = " + cmd + "\n")
+	f.Close()
+	os.WriteFile(filepath.Join(l.Inbox(), ".gitattributes"), []byte("* filter=evil diff=evil\n"), 0o644)
+	os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("three\n"), 0o644)
+	os.WriteFile(filepath.Join(l.Inbox(), "new.txt"), []byte("new\n"), 0o644)
+	// A commit the agent made is part of the change too.
+	os.WriteFile(filepath.Join(l.Inbox(), "bin.dat"), []byte{9, 9}, 0o644)
+	arts, err := Collect(context.Background(), l, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(marker); err == nil {
+		t.Fatalf("the agent's git config ran on the host: %q", b)
+	}
+	patch, _ := os.ReadFile(filepath.Join(l.Artifacts(), arts[0].Name))
+	for _, want := range []string{"+three", "new.txt", "bin.dat", ".gitattributes"} {
+		if !strings.Contains(string(patch), want) {
+			t.Errorf("patch lacks %q:\n%s", want, patch)
+		}
+	}
+	// The patch still applies to the original repository.
+	check := t.TempDir()
+	run(t, check, "clone", "--quiet", src, ".")
+	run(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
+	if b, _ := os.ReadFile(filepath.Join(check, "pkg", "a.txt")); string(b) != "three\n" {
+		t.Errorf("patched a.txt = %q", b)
+	}
+}
+
+// TestCollectIncludesTheAgentsCommits: the patch is against the staged
+// commit, so changes the agent committed are not lost.
+func TestCollectIncludesTheAgentsCommits(t *testing.T) {
+	src, _ := origin(t)
+	l := Layout{Dir: t.TempDir()}
+	tk := task(src, "main", "", "")
+	if err := Stage(context.Background(), l, tk, nil, fast); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("committed\n"), 0o644)
+	run(t, l.Inbox(), "commit", "--quiet", "-am", "agent commit")
+	arts, err := Collect(context.Background(), l, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patch, _ := os.ReadFile(filepath.Join(l.Artifacts(), arts[0].Name)); !strings.Contains(string(patch), "+committed") {
+		t.Errorf("committed change missing:\n%s", patch)
+	}
+}
