@@ -34,6 +34,7 @@ func init() {
 		if err != nil {
 			return err
 		}
+		s.Lifecycle.ChildSocket = taskapi.ChildSocket(s)
 		if acted, err := s.Recover(); err == nil && len(acted) > 0 {
 			d.Logger.Info("recovered agent tasks after a restart", "tasks", acted)
 		}

@@ -35,6 +35,11 @@ type Config struct {
 	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr"),
 	// one call at a time.
 	Output func(stream string, p []byte)
+	// Env adds variables that are not secrets (not scrubbed); Mounts are
+	// host directories made visible read-only at the same path (the
+	// children socket's directory).
+	Env    []string
+	Mounts []string
 	// HeartbeatEvery is how often a heartbeat (progress, CPU, memory) is
 	// appended to outbox/progress/metrics.jsonl (default 30 s, seed 004).
 	HeartbeatEvery time.Duration
@@ -91,6 +96,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		exe = p
 	}
 	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+	env = append(env, cfg.Env...)
 	var values []string
 	for k, v := range secrets {
 		env = append(env, k+"="+v)
@@ -170,6 +176,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		Argv:      append([]string{exe}, argv[1:]...),
 		Env:       env,
 		Workspace: backend.Workspace{Dir: l.Inbox()},
+		ReadOnly:  cfg.Mounts,
 		Cwd:       cwd,
 		Network:   network,
 		Limits: backend.Limits{

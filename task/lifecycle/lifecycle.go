@@ -42,6 +42,14 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// Observer hears every transition (metrics); may be nil.
 	Observer state.Observer
+	// ChildSocket, when set, serves the children API of a running task
+	// whose manifest has a children block, on a Unix socket authenticated
+	// by the task's token (given as its SHA-256). It returns the socket's
+	// host path and a stop function.
+	ChildSocket func(parentID, tokenHash string) (string, func(), error)
+	// ChildrenOf lists a task's children (wait_for_children,
+	// aggregate_artifacts); the task store sets it.
+	ChildrenOf func(parentID string) []state.Record
 }
 
 // Metadata is outbox/artifacts/metadata.json.
@@ -57,6 +65,7 @@ type Metadata struct {
 	Progress   agentrun.Progress `json:"progress"`
 	Artifacts  []stage.Artifact  `json:"artifacts"`
 	TokenHash  string            `json:"token_sha256"`
+	Children   []Child           `json:"children,omitempty"`
 	Error      *job.Error        `json:"error,omitempty"`
 }
 
@@ -115,13 +124,22 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err := cfg.Backend.Available(ctx); err != nil {
 		return fail(job.Wrap(job.CodeBackendUnavail, err, "task backend is unavailable"))
 	}
+	var runEnv, mounts []string
+	if t.Children != nil && cfg.ChildSocket != nil {
+		sock, stop, err := cfg.ChildSocket(t.Metadata.ID, hash)
+		if err != nil {
+			return fail(job.Wrap(job.CodeBackendSetupFailed, err, "cannot open the children socket"))
+		}
+		defer stop()
+		runEnv, mounts = append(runEnv, "AGENT_RUNNER_SOCKET="+sock), append(mounts, filepath.Dir(sock))
+	}
 	if err := step(state.Ready, "sandbox ready"); err != nil {
 		return md, err
 	}
 	if err := step(state.Running, "agent started"); err != nil {
 		return md, err
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery})
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	if err != nil {
 		return fail(err)
@@ -132,10 +150,21 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err := step(state.Completing, "collecting changes"); err != nil {
 		return md, err
 	}
+	if c := t.Children; c != nil && c.WaitForChildren && cfg.ChildrenOf != nil {
+		if err := waitForChildren(ctx, m, t.Metadata.ID, cfg.ChildrenOf); err != nil {
+			return fail(err)
+		}
+	}
 	// Collect with a fresh context: a cancelled run still yields its diff.
 	arts, cerr := stage.Collect(context.Background(), l, t)
 	md.Artifacts = append(md.Artifacts, arts...)
 	md.Artifacts = append(md.Artifacts, collectPatterns(l, t)...)
+	if cfg.ChildrenOf != nil {
+		md.Children = childSummaries(filepath.Dir(dir), cfg.ChildrenOf(t.Metadata.ID))
+		if c := t.Children; c != nil && c.AggregateArtifacts {
+			md.Artifacts = append(md.Artifacts, aggregate(l, filepath.Dir(dir), md.Children)...)
+		}
+	}
 	switch {
 	case cerr != nil:
 		return fail(cerr)
@@ -288,6 +317,11 @@ func matchSegments(pat, name []string) bool {
 
 // copyArtifact copies one regular file (never a symlink) from root.
 func copyArtifact(root *os.Root, name, dstDir string) (stage.Artifact, bool) {
+	return copyArtifactAs(root, name, dstDir, "files/")
+}
+
+// copyArtifactAs copies name into dstDir and names the artifact prefix+name.
+func copyArtifactAs(root *os.Root, name, dstDir, prefix string) (stage.Artifact, bool) {
 	fi, err := root.Lstat(name)
 	if err != nil || !fi.Mode().IsRegular() {
 		return stage.Artifact{}, false
@@ -312,5 +346,5 @@ func copyArtifact(root *os.Root, name, dstDir string) (stage.Artifact, bool) {
 		os.Remove(dst)
 		return stage.Artifact{}, false
 	}
-	return stage.Artifact{Name: "files/" + name, SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true
+	return stage.Artifact{Name: prefix + name, SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true
 }

@@ -113,12 +113,37 @@ const (
 
 // Parse decodes YAML (or JSON, which is YAML) strictly, applies defaults
 // and validates. A missing metadata.id is generated.
-func Parse(data []byte) (*Task, error) {
+func Parse(data []byte) (*Task, error) { return parse(data, nil) }
+
+// ParseChild is Parse for a subtask: vm.cpus, vm.memory, vm.network_mode
+// and lifecycle.timeout it leaves out are inherited from parent, not set
+// to the defaults.
+func ParseChild(data []byte, parent *Task) (*Task, error) {
+	return parse(data, func(t *Task) {
+		if t.VM.CPUs == 0 {
+			t.VM.CPUs = parent.VM.CPUs
+		}
+		if t.VM.Memory == "" {
+			t.VM.Memory = parent.VM.Memory
+		}
+		if t.VM.NetworkMode == "" {
+			t.VM.NetworkMode = parent.VM.NetworkMode
+		}
+		if t.Lifecycle.Timeout == "" {
+			t.Lifecycle.Timeout = parent.Lifecycle.Timeout
+		}
+	})
+}
+
+func parse(data []byte, inherit func(*Task)) (*Task, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var t Task
 	if err := dec.Decode(&t); err != nil {
 		return nil, job.Wrap(job.CodeInvalidRequest, err, "task manifest is not valid YAML for a v1 Task")
+	}
+	if inherit != nil {
+		inherit(&t)
 	}
 	t.defaults()
 	if err := t.Validate(); err != nil {

@@ -57,6 +57,16 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case jerr.Code == job.CodeJobConflict:
 		status = http.StatusConflict
+	case jerr.Code == job.CodeNotTerminal:
+		status = http.StatusConflict
+	case jerr.Code == job.CodeUnauthorized:
+		status = http.StatusUnauthorized
+	case jerr.Code == job.CodeForbidden:
+		status = http.StatusForbidden
+	case jerr.Code == job.CodeQueueFull:
+		status = http.StatusTooManyRequests
+	case jerr.Code == job.CodeBodyTooLarge:
+		status = http.StatusRequestEntityTooLarge
 	case jerr.Code.Class() == "validation":
 		status = http.StatusUnprocessableEntity
 	}
@@ -66,30 +76,10 @@ func writeError(w http.ResponseWriter, err error) {
 // submit accepts a YAML body, or JSON {"manifest_yaml": "..."} or
 // {"manifest": {...}}.
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	doc, err := readManifest(w, r)
 	if err != nil {
-		writeError(w, job.Errorf(job.CodeBodyTooLarge, "manifest larger than 1 MiB"))
+		writeError(w, err)
 		return
-	}
-	doc := body
-	if strings.Contains(r.Header.Get("Content-Type"), "json") {
-		var wrapped struct {
-			ManifestYAML string          `json:"manifest_yaml"`
-			Manifest     json.RawMessage `json:"manifest"`
-		}
-		if err := json.Unmarshal(body, &wrapped); err != nil {
-			writeError(w, job.Wrap(job.CodeInvalidRequest, err, "body is not JSON"))
-			return
-		}
-		switch {
-		case wrapped.ManifestYAML != "":
-			doc = []byte(wrapped.ManifestYAML)
-		case len(wrapped.Manifest) > 0:
-			doc = wrapped.Manifest // JSON is YAML
-		default:
-			writeError(w, job.Errorf(job.CodeInvalidRequest, "JSON body needs manifest_yaml or manifest"))
-			return
-		}
 	}
 	id, err := a.s.Submit(doc)
 	if err != nil {
@@ -97,6 +87,32 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"task_id": id, "accepted": true})
+}
+
+// readManifest returns the manifest document of a submit request.
+func readManifest(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return nil, job.Errorf(job.CodeBodyTooLarge, "manifest larger than 1 MiB")
+	}
+	if !strings.Contains(r.Header.Get("Content-Type"), "json") {
+		return body, nil
+	}
+	var wrapped struct {
+		ManifestYAML string          `json:"manifest_yaml"`
+		Manifest     json.RawMessage `json:"manifest"`
+	}
+	if err := json.Unmarshal(body, &wrapped); err != nil {
+		return nil, job.Wrap(job.CodeInvalidRequest, err, "body is not JSON")
+	}
+	switch {
+	case wrapped.ManifestYAML != "":
+		return []byte(wrapped.ManifestYAML), nil
+	case len(wrapped.Manifest) > 0:
+		return wrapped.Manifest, nil // JSON is YAML
+	default:
+		return nil, job.Errorf(job.CodeInvalidRequest, "JSON body needs manifest_yaml or manifest")
+	}
 }
 
 // TaskStatus is a task's status with progress once known.

@@ -38,6 +38,14 @@ func git(t *testing.T, dir string, args ...string) {
 }
 
 func setup(t *testing.T) (string, string) {
+	url, origin, _ := setupWith(t, nil)
+	return url, origin
+}
+
+// setupWith starts a task store and its API over a fresh origin repo;
+// extra files are committed to the repo, and configure, when set, adjusts
+// the store before the server starts.
+func setupWith(t *testing.T, extra map[string]string, configure ...func(*taskstore.Store)) (string, string, *taskstore.Store) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
@@ -50,6 +58,9 @@ func setup(t *testing.T) (string, string) {
 	git(t, origin, "init", "--quiet", "--initial-branch=main")
 	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
 	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo working\necho two > a.txt\nif [ \"$1\" = slow ]; then sleep 30; fi\nif [ \"$1\" = beat ]; then sleep 1; fi\necho done >&2\nif [ \"$1\" = fail ]; then exit 3; fi\n"), 0o755)
+	for name, content := range extra {
+		os.WriteFile(filepath.Join(origin, name), []byte(strings.ReplaceAll(content, "@ORIGIN@", origin)), 0o755)
+	}
 	git(t, origin, "add", ".")
 	git(t, origin, "commit", "--quiet", "-m", "init")
 	var b backend.Backend = localprocess.Backend{}
@@ -61,11 +72,14 @@ func setup(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, c := range configure {
+		c(s)
+	}
 	mux := http.NewServeMux()
 	taskapi.Routes(mux, s, func(_ string, h http.Handler) http.Handler { return h })
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { srv.Close(); s.Wait() })
-	return srv.URL, origin
+	return srv.URL, origin, s
 }
 
 func manifest(id, origin, arg string) string {

@@ -38,7 +38,11 @@ type Store struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
-	wg      sync.WaitGroup
+	// parentOf maps each running child to its parent; waiting holds
+	// children over their parent's max_concurrent, in submission order.
+	parentOf map[string]string
+	waiting  map[string][]queued
+	wg       sync.WaitGroup
 }
 
 // New returns a store rooted at root (created if needed).
@@ -46,7 +50,10 @@ func New(root string, cfg lifecycle.Config) (*Store, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task store")
 	}
-	return &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{}}, nil
+	s := &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{},
+		parentOf: map[string]string{}, waiting: map[string][]queued{}}
+	s.Lifecycle.ChildrenOf = s.Children
+	return s, nil
 }
 
 // Dir is a task's directory.
@@ -58,27 +65,38 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := s.create(t, manifestYAML); err != nil {
+		return "", err
+	}
+	s.start(t, manifestYAML)
+	return t.Metadata.ID, nil
+}
+
+// create records a new task as pending with its manifest.
+func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	if _, err := os.Stat(s.Dir(t.Metadata.ID)); err == nil {
-		return "", job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
+		return job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
 	}
 	m, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID)
 	if err != nil {
-		return "", err
+		return err
 	}
 	s.observe("", m.Current())
 	// The manifest is on disk before anything runs, so a pending task can
 	// be restarted after a crash.
 	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
-		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
 	}
-	s.start(t, manifestYAML)
-	return t.Metadata.ID, nil
+	return nil
 }
 
 func (s *Store) start(t *manifest.Task, manifestYAML []byte) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.running[t.Metadata.ID] = cancel
+	if t.ParentID != "" {
+		s.parentOf[t.Metadata.ID] = t.ParentID
+	}
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -87,16 +105,31 @@ func (s *Store) start(t *manifest.Task, manifestYAML []byte) {
 		_, _ = lifecycle.Run(ctx, s.Dir(t.Metadata.ID), t, manifestYAML, s.Lifecycle)
 		s.mu.Lock()
 		delete(s.running, t.Metadata.ID)
+		delete(s.parentOf, t.Metadata.ID)
 		s.mu.Unlock()
+		if t.ParentID != "" {
+			s.release(t.ParentID)
+		}
 	}()
 }
 
 // Cancel stops a running task (TERM, grace, KILL through its backend); the
-// task ends as cancelled with whatever was collected.
+// task ends as cancelled with whatever was collected. Its active children,
+// running or waiting, are cancelled with it.
 func (s *Store) Cancel(id string) error {
 	s.mu.Lock()
 	cancel := s.running[id]
+	waiting := s.waiting[id]
+	delete(s.waiting, id)
 	s.mu.Unlock()
+	for _, q := range waiting {
+		_ = s.Cancel(q.t.Metadata.ID)
+	}
+	for _, c := range s.Children(id) {
+		if !c.State.Terminal() {
+			_ = s.Cancel(c.TaskID)
+		}
+	}
 	if cancel != nil {
 		cancel()
 		return nil

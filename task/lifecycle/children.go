@@ -1,0 +1,105 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+// Child is one child task as the parent's metadata.json records it.
+type Child struct {
+	TaskID   string      `json:"task_id"`
+	State    state.State `json:"state"`
+	ExitCode *int        `json:"exit_code,omitempty"`
+}
+
+// childPoll is how often a waiting parent looks at its children.
+const childPoll = 200 * time.Millisecond
+
+// waitForChildren blocks (in completing) until every child is terminal.
+func waitForChildren(ctx context.Context, m *state.Machine, id string, list func(string) []state.Record) error {
+	noted := false
+	for {
+		active := 0
+		for _, c := range list(id) {
+			if !c.State.Terminal() {
+				active++
+			}
+		}
+		if active == 0 {
+			return nil
+		}
+		if !noted {
+			_ = m.Note("waiting_for_children", itoa(active)+" children still active")
+			noted = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(childPoll):
+		}
+	}
+}
+
+// childSummaries reads each child's final state and exit code.
+func childSummaries(storeRoot string, recs []state.Record) []Child {
+	out := make([]Child, 0, len(recs))
+	for _, r := range recs {
+		c := Child{TaskID: r.TaskID, State: r.State}
+		if md, ok := readMetadata(filepath.Join(storeRoot, r.TaskID)); ok {
+			c.ExitCode = md.ExitCode
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TaskID < out[j].TaskID })
+	return out
+}
+
+func readMetadata(dir string) (Metadata, bool) {
+	var md Metadata
+	b, err := os.ReadFile(filepath.Join(dir, "outbox", "artifacts", "metadata.json"))
+	return md, err == nil && json.Unmarshal(b, &md) == nil
+}
+
+// aggregate copies every finished child's artifacts (and its
+// metadata.json) into outbox/artifacts/children/<child_id>/, with
+// checksums, reading only the names the child's metadata lists.
+func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artifact {
+	var out []stage.Artifact
+	for _, c := range children {
+		if !c.State.Terminal() {
+			continue
+		}
+		md, ok := readMetadata(filepath.Join(storeRoot, c.TaskID))
+		if !ok {
+			continue
+		}
+		root, err := os.OpenRoot(filepath.Join(storeRoot, c.TaskID, "outbox", "artifacts"))
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(l.Artifacts(), "children", c.TaskID)
+		prefix := "children/" + c.TaskID + "/"
+		for _, name := range append([]string{"metadata.json"}, artifactNames(md)...) {
+			if a, ok := copyArtifactAs(root, name, dst, prefix); ok {
+				out = append(out, a)
+			}
+		}
+		root.Close()
+	}
+	return out
+}
+
+func artifactNames(md Metadata) []string {
+	names := make([]string, 0, len(md.Artifacts))
+	for _, a := range md.Artifacts {
+		names = append(names, a.Name)
+	}
+	return names
+}

@@ -1,0 +1,149 @@
+package taskstore
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+// DefaultMaxConcurrent is children.max_concurrent when a manifest's
+// children block leaves it out.
+const DefaultMaxConcurrent = 5
+
+// MaxChildren bounds how many children one task may create in total.
+const MaxChildren = 100
+
+type queued struct {
+	t   *manifest.Task
+	doc []byte
+}
+
+// SubmitChild records a subtask created by a running parent (through its
+// children socket) and starts it once fewer than the parent's
+// children.max_concurrent children are active; until then it waits in
+// pending. A child may not reach beyond its parent: same repository, no
+// network the parent lacks, only secrets the parent was given, no more CPU,
+// memory or time.
+func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
+	parent, err := s.manifest(parentID)
+	if err != nil {
+		return "", err
+	}
+	if parent.Children == nil {
+		return "", job.Errorf(job.CodeForbidden, "task %s has no children block in its manifest", parentID)
+	}
+	t, err := manifest.ParseChild(doc, parent)
+	if err != nil {
+		return "", err
+	}
+	if t.ParentID != "" && t.ParentID != parentID {
+		return "", job.Errorf(job.CodeForbidden, "a task can only create its own children").With("parent_id", t.ParentID)
+	}
+	t.ParentID = parentID
+	if err := withinParent(parent, t); err != nil {
+		return "", err
+	}
+	// The stored manifest is the resolved one (inherited limits, parent_id),
+	// so a restart runs the child exactly as accepted.
+	if doc, err = yaml.Marshal(t); err != nil {
+		return "", job.Wrap(job.CodeInternal, err, "cannot store the child manifest")
+	}
+	if n := len(s.Children(parentID)); n >= MaxChildren {
+		return "", job.Errorf(job.CodeQueueFull, "task %s already has %d children (the limit)", parentID, n)
+	}
+	if err := s.create(t, doc); err != nil {
+		return "", err
+	}
+	max := parent.Children.MaxConcurrent
+	if max <= 0 {
+		max = DefaultMaxConcurrent
+	}
+	s.mu.Lock()
+	active := 0
+	for _, p := range s.parentOf {
+		if p == parentID {
+			active++
+		}
+	}
+	if active >= max {
+		s.waiting[parentID] = append(s.waiting[parentID], queued{t, doc})
+		s.mu.Unlock()
+		return t.Metadata.ID, nil
+	}
+	s.mu.Unlock()
+	s.start(t, doc)
+	return t.Metadata.ID, nil
+}
+
+// withinParent refuses a child that asks for more than its parent has.
+func withinParent(parent, child *manifest.Task) error {
+	deny := func(field, format string, args ...any) error {
+		return job.Errorf(job.CodeForbidden, format, args...).With("field", field)
+	}
+	switch {
+	case child.Repository.URL != parent.Repository.URL:
+		return deny("repository.url", "a child task must use its parent's repository (%s); branches may differ", parent.Repository.URL)
+	case child.VM.NetworkMode != "isolated" && child.VM.NetworkMode != parent.VM.NetworkMode:
+		return deny("vm.network_mode", "a child task cannot have network mode %q when its parent has %q", child.VM.NetworkMode, parent.VM.NetworkMode)
+	case child.VM.CPUs > parent.VM.CPUs:
+		return deny("vm.cpus", "a child task cannot have more CPUs (%d) than its parent (%d)", child.VM.CPUs, parent.VM.CPUs)
+	case child.MemoryBytes() > parent.MemoryBytes():
+		return deny("vm.memory", "a child task cannot have more memory (%s) than its parent (%s)", child.VM.Memory, parent.VM.Memory)
+	case child.Timeout() > parent.Timeout():
+		return deny("lifecycle.timeout", "a child task cannot run longer (%s) than its parent (%s)", child.Lifecycle.Timeout, parent.Lifecycle.Timeout)
+	}
+	for _, sec := range child.Secrets {
+		if !slices.Contains(parent.Secrets, sec) {
+			return deny("secrets", "a child task can only use secrets its parent was given (%s)", sec.Name)
+		}
+	}
+	return nil
+}
+
+// manifest reads a stored task's manifest.
+func (s *Store) manifest(id string) (*manifest.Task, error) {
+	b, err := os.ReadFile(filepath.Join(s.Dir(id), "manifest.yaml"))
+	if err != nil {
+		return nil, job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	}
+	return manifest.Parse(b)
+}
+
+// Children returns the records of a task's children, in no set order.
+func (s *Store) Children(parentID string) []state.Record {
+	entries, _ := os.ReadDir(s.Root)
+	var out []state.Record
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		m, err := state.Open(s.Dir(e.Name()))
+		if err != nil {
+			continue
+		}
+		if rec := m.Current(); rec.ParentID == parentID {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// release starts the next waiting child of parentID, if any.
+func (s *Store) release(parentID string) {
+	s.mu.Lock()
+	q := s.waiting[parentID]
+	if len(q) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	next := q[0]
+	s.waiting[parentID] = q[1:]
+	s.mu.Unlock()
+	s.start(next.t, next.doc)
+}
