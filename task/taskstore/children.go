@@ -16,8 +16,13 @@ import (
 // children block leaves it out.
 const DefaultMaxConcurrent = 5
 
-// MaxChildren bounds how many children one task may create in total.
-const MaxChildren = 100
+// MaxChildren bounds how many children one task may create in total, and
+// MaxDepth how deep a family can grow (a top-level task is depth 0), so an
+// agent cannot multiply itself without bound.
+const (
+	MaxChildren = 100
+	MaxDepth    = 3
+)
 
 type queued struct {
 	t   *manifest.Task
@@ -53,6 +58,9 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	// so a restart runs the child exactly as accepted.
 	if doc, err = yaml.Marshal(t); err != nil {
 		return "", job.Wrap(job.CodeInternal, err, "cannot store the child manifest")
+	}
+	if d := s.depth(parentID); d+1 > MaxDepth {
+		return "", job.Errorf(job.CodeForbidden, "task %s is at depth %d; children may nest at most %d deep", parentID, d, MaxDepth)
 	}
 	if n := len(s.Children(parentID)); n >= MaxChildren {
 		return "", job.Errorf(job.CodeQueueFull, "task %s already has %d children (the limit)", parentID, n)
@@ -132,6 +140,19 @@ func (s *Store) Children(parentID string) []state.Record {
 		}
 	}
 	return out
+}
+
+// depth counts a task's ancestors.
+func (s *Store) depth(id string) int {
+	d := 0
+	for d <= MaxDepth {
+		m, err := state.Open(s.Dir(id))
+		if err != nil || m.Current().ParentID == "" {
+			break
+		}
+		id, d = m.Current().ParentID, d+1
+	}
+	return d
 }
 
 // release starts the next waiting child of parentID, if any.

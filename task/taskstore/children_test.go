@@ -1,0 +1,96 @@
+package taskstore
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+func childDoc(id, extra string) []byte {
+	return []byte(`version: "1"
+kind: Task
+metadata: {id: ` + id + `, name: c}
+repository: {url: /srv/repo, branch: main}
+claude: {prompt: p}
+` + extra)
+}
+
+// record stores a task (as if submitted) without running it.
+func record(t *testing.T, s *Store, id, parent, doc string) {
+	t.Helper()
+	if _, err := state.Create(s.Dir(id), id, parent); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(s.Dir(id), "manifest.yaml"), []byte(doc), 0o644)
+}
+
+// TestChildPolicy checks, without running anything, what a parent may
+// ask for: inheritance of unset limits, refusal of anything beyond the
+// parent, and the nesting depth.
+func TestChildPolicy(t *testing.T) {
+	s, err := New(t.TempDir(), lifecycle.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, s, "p", "", string(childDoc("p", "vm: {cpus: 2, memory: 1G}\nlifecycle: {timeout: 2h}\nsecrets: [{name: K, source: env, key: K}]\nchildren: {max_concurrent: 2}\n")))
+	record(t, s, "plain", "", string(childDoc("plain", "")))
+	for _, tc := range []struct {
+		name, parent, extra string
+		code                job.Code
+	}{
+		{"no children block", "plain", "", job.CodeForbidden},
+		{"unknown parent", "ghost", "", job.CodeJobNotFound},
+		{"more cpus", "p", "vm: {cpus: 4}\n", job.CodeForbidden},
+		{"more memory", "p", "vm: {memory: 2G}\n", job.CodeForbidden},
+		{"longer", "p", "lifecycle: {timeout: 3h}\n", job.CodeForbidden},
+		{"egress", "p", "vm: {network_mode: full}\n", job.CodeForbidden},
+		{"other secret", "p", "secrets: [{name: K, source: env, key: HOME}]\n", job.CodeForbidden},
+		{"other repo", "p", "", job.CodeForbidden},
+		{"other parent", "p", "parent_id: plain\n", job.CodeForbidden},
+		{"bad manifest", "p", "vm: {cpus: -1}\n", job.CodeInvalidRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := childDoc("c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.extra)
+			if tc.name == "other repo" {
+				doc = []byte(strings.Replace(string(doc), "/srv/repo", "/etc", 1))
+			}
+			_, err := s.SubmitChild(tc.parent, doc)
+			if got := job.CodeOf(err); got != tc.code {
+				t.Errorf("SubmitChild = %v, want %s", err, tc.code)
+			}
+		})
+	}
+	// Depth: p (0) -> d1 (1) -> d2 (2) -> d3 (3) may exist; d3's child may not.
+	parent := "p"
+	for _, id := range []string{"d1", "d2", "d3"} {
+		record(t, s, id, parent, string(childDoc(id, "children: {}\n")))
+		parent = id
+	}
+	if _, err := s.SubmitChild("d3", childDoc("d4", "")); job.CodeOf(err) != job.CodeForbidden || !strings.Contains(err.Error(), "deep") {
+		t.Errorf("depth 4 child = %v", err)
+	}
+}
+
+// TestChildInheritsItsParentsLimits: an accepted child stores its resolved
+// manifest, with the parent's limits where it set none and its parent_id.
+func TestChildInheritsItsParentsLimits(t *testing.T) {
+	s, _ := New(t.TempDir(), lifecycle.Config{})
+	record(t, s, "p", "", string(childDoc("p", "vm: {cpus: 1, memory: 768M}\nlifecycle: {timeout: 90m}\nchildren: {}\n")))
+	id, err := s.SubmitChild("p", childDoc("kid", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Wait() // no backend: the child fails fast, which is fine here
+	m, err := s.manifest(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.VM.CPUs != 1 || m.VM.Memory != "768M" || m.Lifecycle.Timeout != "90m" || m.ParentID != "p" {
+		t.Errorf("stored child manifest = %+v %+v %+v parent %q", m.VM, m.Lifecycle, m.Repository, m.ParentID)
+	}
+}
