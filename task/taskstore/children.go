@@ -68,25 +68,31 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	if err := s.create(t, doc); err != nil {
 		return "", err
 	}
-	max := parent.Children.MaxConcurrent
-	if max <= 0 {
-		max = DefaultMaxConcurrent
+	s.schedule(t, doc, parent)
+	return t.Metadata.ID, nil
+}
+
+// schedule starts a child now, or queues it behind its siblings when
+// parent's max_concurrent children are already running.
+func (s *Store) schedule(t *manifest.Task, doc []byte, parent *manifest.Task) {
+	max := DefaultMaxConcurrent
+	if parent != nil && parent.Children != nil && parent.Children.MaxConcurrent > 0 {
+		max = parent.Children.MaxConcurrent
 	}
 	s.mu.Lock()
 	active := 0
 	for _, p := range s.parentOf {
-		if p == parentID {
+		if p == t.ParentID {
 			active++
 		}
 	}
 	if active >= max {
-		s.waiting[parentID] = append(s.waiting[parentID], queued{t, doc})
+		s.waiting[t.ParentID] = append(s.waiting[t.ParentID], queued{t, doc})
 		s.mu.Unlock()
-		return t.Metadata.ID, nil
+		return
 	}
 	s.mu.Unlock()
 	s.start(t, doc)
-	return t.Metadata.ID, nil
 }
 
 // withinParent refuses a child that asks for more than its parent has.

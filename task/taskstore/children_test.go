@@ -94,3 +94,41 @@ func TestChildInheritsItsParentsLimits(t *testing.T) {
 		t.Errorf("stored child manifest = %+v %+v %+v parent %q", m.VM, m.Lifecycle, m.Repository, m.ParentID)
 	}
 }
+
+// TestRecoveredChildrenWaitForASlot: after a restart, pending children go
+// back through max_concurrent instead of all starting at once, and each
+// finished child starts the next.
+func TestRecoveredChildrenWaitForASlot(t *testing.T) {
+	s, _ := New(t.TempDir(), lifecycle.Config{})
+	record(t, s, "p", "", string(childDoc("p", "children: {max_concurrent: 1}\n")))
+	record(t, s, "c1", "p", string(childDoc("c1", "parent_id: p\n")))
+	record(t, s, "c2", "p", string(childDoc("c2", "parent_id: p\n")))
+	s.mu.Lock()
+	s.parentOf["sibling"] = "p" // a child of p already holds the one slot
+	s.mu.Unlock()
+	if _, err := s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	queued := len(s.waiting["p"])
+	s.mu.Unlock()
+	if queued != 2 {
+		t.Fatalf("%d children queued, want 2", queued)
+	}
+	for _, id := range []string{"c1", "c2"} {
+		if m, _ := state.Open(s.Dir(id)); m.Current().State != state.Pending {
+			t.Errorf("%s started without a slot: %s", id, m.Current().State)
+		}
+	}
+	// The sibling ends: the queue drains one child at a time.
+	s.mu.Lock()
+	delete(s.parentOf, "sibling")
+	s.mu.Unlock()
+	s.release("p")
+	s.Wait()
+	for _, id := range []string{"c1", "c2"} {
+		if m, _ := state.Open(s.Dir(id)); !m.Current().State.Terminal() {
+			t.Errorf("%s never ran: %s", id, m.Current().State)
+		}
+	}
+}

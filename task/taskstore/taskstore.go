@@ -182,9 +182,14 @@ func (s *Store) Recover() ([]string, error) {
 		case cur == state.Pending:
 			b, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
 			t, perr := manifest.Parse(b)
-			if err != nil || perr != nil {
+			switch {
+			case err != nil || perr != nil:
 				_ = m.Transition(state.Failed, "manifest lost before staging", job.Errorf(job.CodeRunInterrupted, "task could not be restarted"))
-			} else {
+			case t.ParentID != "":
+				// A waiting child waits again for a max_concurrent slot.
+				parent, _ := s.manifest(t.ParentID)
+				s.schedule(t, b, parent)
+			default:
 				s.start(t, b)
 			}
 		default:
