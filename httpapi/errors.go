@@ -29,6 +29,10 @@ func httpStatus(c job.Code) int {
 	return http.StatusInternalServerError
 }
 
+// WriteError writes {"error": {...}} with the mapped status; other HTTP
+// doors mounted by serve (the task API) answer through it too.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+
 // writeError writes {"error": {...}} with the mapped status.
 func writeError(w http.ResponseWriter, err error) {
 	jerr := job.AsError(err)

@@ -12,9 +12,8 @@ import (
 	"github.com/agent-runner/agent-runner/task/taskstore"
 )
 
-// parentAgent runs inside the parent's sandbox and talks to the children
-// socket with the standard library only, printing one line per attempt.
-const parentAgent = `import http.client, json, os, socket
+// unixHTTP is Python's standard HTTP client over a Unix socket.
+const unixHTTP = `import http.client, json, os, socket, time
 
 class Unix(http.client.HTTPConnection):
     def __init__(self, path):
@@ -23,7 +22,11 @@ class Unix(http.client.HTTPConnection):
     def connect(self):
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(self.path)
+`
 
+// parentAgent runs inside the parent's sandbox and talks to the children
+// socket with the standard library only, printing one line per attempt.
+const parentAgent = unixHTTP + `
 def call(method, url, body=None, token=None):
     c = Unix(os.environ["AGENT_RUNNER_SOCKET"])
     h = {"Authorization": "Bearer " + (token or os.environ["AGENT_TASK_TOKEN"])}
@@ -140,16 +143,7 @@ children: {max_concurrent: 1, wait_for_children: true, aggregate_artifacts: true
 
 // spawner submits two slow children (the second waits for a slot) and
 // then sleeps, so the test can cancel the parent mid-run.
-const spawner = `import http.client, os, socket, time
-
-class Unix(http.client.HTTPConnection):
-    def __init__(self, path):
-        super().__init__("localhost")
-        self.path = path
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(self.path)
-
+const spawner = unixHTTP + `
 for id in ("slow-1", "slow-2"):
     c = Unix(os.environ["AGENT_RUNNER_SOCKET"])
     c.request("POST", "/v1/tasks", body='version: "1"\nkind: Task\nmetadata: {id: %s, name: slow}\nrepository: {url: "@ORIGIN@", branch: main}\nclaude: {prompt: wait}\nagent: {command: ["/bin/sh", "agent.sh", "slow"]}\n' % id,

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
@@ -48,30 +49,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// writeError maps job codes to HTTP statuses for this door.
-func writeError(w http.ResponseWriter, err error) {
-	jerr := job.AsError(err)
-	status := http.StatusInternalServerError
-	switch {
-	case jerr.Code == job.CodeJobNotFound:
-		status = http.StatusNotFound
-	case jerr.Code == job.CodeJobConflict:
-		status = http.StatusConflict
-	case jerr.Code == job.CodeNotTerminal:
-		status = http.StatusConflict
-	case jerr.Code == job.CodeUnauthorized:
-		status = http.StatusUnauthorized
-	case jerr.Code == job.CodeForbidden:
-		status = http.StatusForbidden
-	case jerr.Code == job.CodeQueueFull:
-		status = http.StatusTooManyRequests
-	case jerr.Code == job.CodeBodyTooLarge:
-		status = http.StatusRequestEntityTooLarge
-	case jerr.Code.Class() == "validation":
-		status = http.StatusUnprocessableEntity
-	}
-	writeJSON(w, status, map[string]any{"error": jerr})
-}
+// writeError answers with serve's one mapping of job codes to statuses.
+func writeError(w http.ResponseWriter, err error) { httpapi.WriteError(w, err) }
 
 // submit accepts a YAML body, or JSON {"manifest_yaml": "..."} or
 // {"manifest": {...}}.

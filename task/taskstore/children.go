@@ -63,7 +63,7 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 		return "", job.Errorf(job.CodeForbidden, "task %s is at depth %d; children may nest at most %d deep", parentID, d, MaxDepth)
 	}
 	if n := len(s.Children(parentID)); n >= MaxChildren {
-		return "", job.Errorf(job.CodeQueueFull, "task %s already has %d children (the limit)", parentID, n)
+		return "", job.Errorf(job.CodeLimitExceeded, "task %s already has %d children (the limit)", parentID, n)
 	}
 	if err := s.create(t, doc); err != nil {
 		return "", err
