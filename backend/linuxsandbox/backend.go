@@ -118,7 +118,7 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		Argv: spec.Argv, Env: spec.Env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
-		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid,
+		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY,
 	}
 	return b.start(ctx, spec, cfg, asRoot)
 }

@@ -20,6 +20,9 @@ type initConfig struct {
 	ReadOnly  []string `json:"read_only"`
 	Writable  []string `json:"writable"`
 	TmpBytes  int64    `json:"tmp_bytes"`
+	// TTY makes the workload a session leader with stdin (a terminal the
+	// runner allocated) as its controlling terminal.
+	TTY bool `json:"tty,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

@@ -49,12 +49,16 @@ func restrictLandlock(cfg initConfig) error {
 		}
 	}
 	rw := append([]string{WorkspaceMount, "/tmp", "/dev/shm", "/dev/pts"}, cfg.Writable...)
+	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
+	if cfg.TTY {
+		devices = append(devices, "/dev/console")
+	}
 	return landlock.V7.BestEffort().RestrictPaths(
 		// "/" may be listed (its entries are the view itself), not read.
 		landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSReadDir), "/"),
 		landlock.RODirs(ro...),
 		landlock.RWDirs(rw...),
-		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty"),
+		landlock.RWFiles(devices...),
 		landlock.ROFiles("/dev/random", "/dev/urandom"),
 	)
 }

@@ -99,6 +99,10 @@ func runWorkload(cfg initConfig) initResult {
 			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: cfg.UID == 0},
 		},
 	}
+	if cfg.TTY {
+		attr.Sys.Setpgid = false
+		attr.Sys.Setsid, attr.Sys.Setctty, attr.Sys.Ctty = true, true, 0
+	}
 	closeExtraFDs()
 	pid, err := syscall.ForkExec(path, cfg.Argv, attr)
 	if err != nil {

@@ -54,7 +54,7 @@ func buildRoot(cfg initConfig) error {
 	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("/proc: %w", err)
 	}
-	if err := buildDev(root); err != nil {
+	if err := buildDev(root, cfg.TTY); err != nil {
 		return fmt.Errorf("/dev: %w", err)
 	}
 	return pivot(root)
@@ -157,7 +157,9 @@ func mask(root, p string) error {
 
 // buildDev makes a minimal /dev: null, zero, full, random, urandom, tty
 // bound from the host, a private devpts, /dev/shm and the fd symlinks.
-func buildDev(root string) error {
+// With console, the terminal on the init's stdin (a pty the runner
+// allocated) is bound at /dev/console, so ttyname() finds it.
+func buildDev(root string, console bool) error {
 	dev := filepath.Join(root, "dev")
 	if err := mountAt("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 		return err
@@ -169,6 +171,20 @@ func buildDev(root string) error {
 		}
 		if err := unix.Mount("/dev/"+name, target, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if console {
+		target := filepath.Join(dev, "console")
+		if err := touch(target); err != nil {
+			return err
+		}
+		// Bind by path: the descriptor's mount is the host namespace's.
+		src, err := os.Readlink("/proc/self/fd/0")
+		if err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("console %s: %w", src, err)
 		}
 	}
 	if err := mountAt("devpts", filepath.Join(dev, "pts"), "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {

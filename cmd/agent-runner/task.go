@@ -200,6 +200,14 @@ func init() {
 	}
 	download.Flags().StringVar(&out, "out", "", "file to write")
 	taskCmd.AddCommand(download)
+	taskCmd.AddCommand(&cobra.Command{
+		Use: "destroy TASK_ID", Short: "Remove a finished task's preserved workspace (logs and artifacts stay)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, err := c.printJSON(cmd.Context(), http.MethodPost, "/api/v1/tasks/"+url.PathEscape(args[0])+"/destroy")
+			return err
+		},
+	})
+	taskCmd.AddCommand(newTaskShellCmd())
 	rootCmd.AddCommand(taskCmd)
 }
 

@@ -95,8 +95,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		}
 		exe = p
 	}
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
-	env = append(env, cfg.Env...)
+	env := append(BaseEnv(t), cfg.Env...)
 	var values []string
 	for k, v := range secrets {
 		env = append(env, k+"="+v)
@@ -167,30 +166,12 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	var beats sync.WaitGroup
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
 	start := time.Now()
-	cwd := filepath.ToSlash(filepath.Clean(t.Repository.Subpath))
-	if t.Repository.Subpath == "" {
-		cwd = "."
-	}
-	res, err := cfg.Backend.Run(runCtx, backend.Spec{
-		JobID:     t.Metadata.ID,
-		Argv:      append([]string{exe}, argv[1:]...),
-		Env:       env,
-		Workspace: backend.Workspace{Dir: l.Inbox()},
-		ReadOnly:  cfg.Mounts,
-		Cwd:       cwd,
-		Network:   network,
-		Limits: backend.Limits{
-			Timeout:      t.Timeout(),
-			MemoryBytes:  t.MemoryBytes(),
-			CPUCount:     float64(t.VM.CPUs),
-			MaxProcesses: 4096,
-			TmpBytes:     1 << 30,
-		},
-		Stdout:     stdout,
-		Stderr:     stderr,
-		Usage:      hb.sample,
-		UsageEvery: min(cfg.HeartbeatEvery, 5*time.Second),
-	})
+	spec := SandboxSpec(l, t, append([]string{exe}, argv[1:]...), env)
+	spec.Network = network
+	spec.ReadOnly = cfg.Mounts
+	spec.Stdout, spec.Stderr = stdout, stderr
+	spec.Usage, spec.UsageEvery = hb.sample, min(cfg.HeartbeatEvery, 5*time.Second)
+	res, err := cfg.Backend.Run(runCtx, spec)
 	stdout.Flush()
 	stderr.Flush()
 	close(beating)

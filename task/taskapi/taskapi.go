@@ -34,6 +34,7 @@ func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h ht
 	mux.Handle("GET /api/v1/tasks", wrap("read", http.HandlerFunc(a.list)))
 	mux.Handle("GET /api/v1/tasks/{id}", wrap("read", http.HandlerFunc(a.get)))
 	mux.Handle("DELETE /api/v1/tasks/{id}", wrap("cancel", http.HandlerFunc(a.cancel)))
+	mux.Handle("POST /api/v1/tasks/{id}/destroy", wrap("cancel", http.HandlerFunc(a.destroy)))
 	mux.Handle("GET /api/v1/tasks/{id}/logs", wrap("read", http.HandlerFunc(a.logs)))
 	mux.Handle("GET /api/v1/tasks/{id}/artifacts", wrap("read", http.HandlerFunc(a.artifacts)))
 	mux.Handle("GET /api/v1/tasks/{id}/artifacts/{name...}", wrap("read", http.HandlerFunc(a.download)))
@@ -106,9 +107,9 @@ type TaskStatus struct {
 }
 
 func (a *api) status(id string) (TaskStatus, error) {
-	m, err := state.Open(a.s.Dir(id))
-	if err != nil || !validID(id) {
-		return TaskStatus{}, job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	m, err := a.s.Open(id)
+	if err != nil {
+		return TaskStatus{}, err
 	}
 	st := TaskStatus{Record: m.Current()}
 	if b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "manifest.yaml")); err == nil {
@@ -124,10 +125,6 @@ func (a *api) status(id string) (TaskStatus, error) {
 		}
 	}
 	return st, nil
-}
-
-func validID(id string) bool {
-	return id != "" && !strings.ContainsAny(id, "/\\") && id != "." && id != ".."
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {

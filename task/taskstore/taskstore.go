@@ -134,9 +134,9 @@ func (s *Store) Cancel(id string) error {
 		cancel()
 		return nil
 	}
-	m, err := state.Open(s.Dir(id))
+	m, err := s.Open(id)
 	if err != nil {
-		return job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+		return err
 	}
 	if m.Current().State.Terminal() {
 		return nil

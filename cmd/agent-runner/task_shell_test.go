@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// preservedTask runs, on a real serve, a task whose agent edits a file
+// and exits 1 with failure_action preserve. It returns the store, the
+// server URL and the task id.
+func preservedTask(t *testing.T) (string, string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		os.Chmod(d, 0o755)
+	}
+	origin := filepath.Join(base, "origin")
+	os.MkdirAll(filepath.Join(origin, "src"), 0o755)
+	os.WriteFile(filepath.Join(origin, "src", "a.txt"), []byte("one\n"), 0o644)
+	for _, args := range [][]string{{"init", "--quiet", "--initial-branch=main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init"}} {
+		if out, err := exec.Command("git", append([]string{"-C", origin}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	store := filepath.Join(base, "store")
+	addr := freeAddr(t)
+	srv := startServer(t, store, addr)
+	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
+	server := "http://" + addr
+	manifest := filepath.Join(base, "task.yaml")
+	os.WriteFile(manifest, []byte(`version: "1"
+kind: Task
+metadata: {id: kept, name: preserved}
+repository: {url: "`+origin+`", branch: main, subpath: src}
+claude: {prompt: "try"}
+agent: {command: ["/bin/sh", "-c", "echo half-done > a.txt; exit 1"]}
+vm: {memory: 256M, cpus: 1}
+lifecycle: {failure_action: preserve}
+`), 0o644)
+	if _, stderr, code := cli(t, "", "task", "submit", manifest, "--server", server); code != 0 {
+		t.Fatalf("submit: %s", stderr)
+	}
+	out, _, _ := cli(t, "", "task", "status", "--watch", "kept", "--server", server)
+	if !strings.Contains(out, `"state": "failed_preserved"`) {
+		t.Fatalf("task = %s", out)
+	}
+	if !strings.Contains(out, `"backend": "linux_sandbox"`) {
+		t.Skipf("tasks fell back from linux_sandbox on this host: %s", out)
+	}
+	return store, server, "kept"
+}
+
+// TestTaskShellAndDestroy: a shell over the preserved workspace sees the
+// agent's edit in the subpath, can write to the workspace but not reach
+// the network, and passes its exit status through; destroy removes the
+// workspace and the shell is then refused.
+func TestTaskShellAndDestroy(t *testing.T) {
+	store, server, id := preservedTask(t)
+	script := `pwd; cat a.txt; echo from-shell > new.txt
+python3 -c '
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2); print("NET-REACHED")
+except OSError as e:
+    print("net refused", type(e).__name__)
+'
+test -n "$AGENT_TASK_TOKEN" && echo TOKEN-LEAKED
+exit 7
+`
+	out, stderr, code := cli(t, script, "task", "shell", id, "--store-dir", store)
+	if code != 7 {
+		t.Fatalf("shell exit = %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"/workspace/src\n", "half-done\n", "net refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("shell output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "NET-REACHED") || strings.Contains(out, "TOKEN-LEAKED") {
+		t.Errorf("shell output:\n%s", out)
+	}
+	inbox := filepath.Join(store, "tasks", id, "inbox")
+	if b, _ := os.ReadFile(filepath.Join(inbox, "src", "new.txt")); string(b) != "from-shell\n" {
+		t.Errorf("the shell's write = %q", b)
+	}
+	// A command instead of a shell.
+	if out, _, code := cli(t, "", "task", "shell", id, "--store-dir", store, "--", "cat", "a.txt"); code != 0 || out != "half-done\n" {
+		t.Errorf("task shell -- cat = %d %q", code, out)
+	}
+	// Errors.
+	if _, stderr, code := cli(t, "", "task", "shell", "ghost", "--store-dir", store); code != exitInvalid || !strings.Contains(stderr, "job.not_found") {
+		t.Errorf("unknown task = %d %s", code, stderr)
+	}
+	if _, stderr, code := cli(t, "", "task", "shell", id, "--store-dir", filepath.Join(store, "nope")); code != exitInvalid || !strings.Contains(stderr, "no task store") {
+		t.Errorf("missing store = %d %s", code, stderr)
+	}
+
+	out, stderr, code = cli(t, "", "task", "destroy", id, "--server", server)
+	if code != 0 || !strings.Contains(out, `"state": "failed_preserved"`) {
+		t.Fatalf("destroy = %d %s %s", code, out, stderr)
+	}
+	if _, err := os.Stat(inbox); !os.IsNotExist(err) {
+		t.Error("workspace survived destroy")
+	}
+	events, _ := os.ReadFile(filepath.Join(store, "tasks", id, "outbox", "progress", "events.jsonl"))
+	if !strings.Contains(string(events), "workspace_destroyed") {
+		t.Errorf("events.jsonl = %s", events)
+	}
+	if _, stderr, code := cli(t, "", "task", "shell", id, "--store-dir", store); code != exitInvalid || !strings.Contains(stderr, "no workspace left") {
+		t.Errorf("shell after destroy = %d %s", code, stderr)
+	}
+	// The outbox stays readable.
+	if out, _, code := cli(t, "", "task", "artifacts", id, "--server", server); code != 0 || !strings.Contains(out, "kept.patch") {
+		t.Errorf("artifacts after destroy = %d %s", code, out)
+	}
+}
+
+// TestTaskShellOnATerminal: with a terminal on stdin, the sandboxed shell
+// gets its own pseudo-terminal as controlling terminal.
+func TestTaskShellOnATerminal(t *testing.T) {
+	store, _, id := preservedTask(t)
+	p, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer p.master.Close()
+	cmd := exec.Command(binary, "task", "shell", id, "--store-dir", store, "--", "/bin/sh")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.slave, p.slave, p.slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.slave.Close()
+	var out bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := p.master.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				close(read)
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	p.master.Write([]byte("tty && echo IS-A-TTY-$((40+2)); exit 5\n"))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+			t.Errorf("exit = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("interactive shell did not exit")
+	}
+	select {
+	case <-read:
+	case <-time.After(2 * time.Second):
+	}
+	if !strings.Contains(out.String(), "IS-A-TTY-42") {
+		t.Errorf("terminal session:\n%q", out.String())
+	}
+}

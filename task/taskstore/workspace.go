@@ -1,0 +1,70 @@
+package taskstore
+
+import (
+	"os"
+	"strings"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/state"
+)
+
+// ValidID reports whether id can name a task directory (no separators, not
+// "." or "..").
+func ValidID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\\\x00")
+}
+
+// Open returns a stored task's state machine, or job.not_found.
+func (s *Store) Open(id string) (*state.Machine, error) {
+	if !ValidID(id) {
+		return nil, job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	}
+	m, err := state.Open(s.Dir(id))
+	if err != nil {
+		return nil, job.Errorf(job.CodeJobNotFound, "task not found").With("task_id", id)
+	}
+	return m, nil
+}
+
+// Workspace returns the preserved workspace (inbox) of a terminal task:
+// job.not_terminal while the task is active, job.not_found when the
+// workspace was destroyed (failure_action destroy, or Destroy).
+func (s *Store) Workspace(id string) (stage.Layout, error) {
+	m, err := s.Open(id)
+	if err != nil {
+		return stage.Layout{}, err
+	}
+	rec := m.Current()
+	if !rec.State.Terminal() {
+		return stage.Layout{}, job.Errorf(job.CodeNotTerminal, "task %s is %s; its workspace is in use", id, rec.State).With("state", string(rec.State))
+	}
+	l := stage.Layout{Dir: s.Dir(id)}
+	if fi, err := os.Stat(l.Inbox()); err != nil || !fi.IsDir() {
+		return stage.Layout{}, job.Errorf(job.CodeJobNotFound, "task %s has no workspace left (destroyed, or failure_action destroy)", id).With("task_id", id)
+	}
+	return l, nil
+}
+
+// Destroy removes a terminal task's workspace (the inbox and base.git)
+// and records workspace_destroyed; the state, logs and artifacts stay. An
+// active task must be cancelled first (job.not_terminal). Destroying a
+// task whose workspace is already gone does nothing.
+func (s *Store) Destroy(id string) error {
+	m, err := s.Open(id)
+	if err != nil {
+		return err
+	}
+	if st := m.Current().State; !st.Terminal() {
+		return job.Errorf(job.CodeNotTerminal, "task %s is %s; cancel it first", id, st).With("state", string(st))
+	}
+	l := stage.Layout{Dir: s.Dir(id)}
+	if _, err := os.Lstat(l.Inbox()); os.IsNotExist(err) {
+		return nil
+	}
+	if err := os.RemoveAll(l.Inbox()); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the workspace")
+	}
+	os.RemoveAll(l.Base())
+	return m.Note("workspace_destroyed", "workspace removed on request")
+}
