@@ -53,6 +53,10 @@ type Outcome struct {
 	Duration time.Duration `json:"duration_ns"`
 	Progress Progress      `json:"progress"`
 	Backend  string        `json:"backend"`
+	// CPUTime and PeakMemoryBytes are the whole run's, where the backend
+	// measures them (cgroups); zero otherwise.
+	CPUTime         time.Duration `json:"cpu_time_ns,omitempty"`
+	PeakMemoryBytes int64         `json:"peak_memory_bytes,omitempty"`
 }
 
 // Command is the argv the task runs: agent.command, or Claude Code.
@@ -174,6 +178,11 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	res, err := cfg.Backend.Run(runCtx, spec)
 	stdout.Flush()
 	stderr.Flush()
+	if err == nil && (res.CPUTime > 0 || res.PeakMemoryBytes > 0) {
+		// The last heartbeat carries the run's totals (the process is gone).
+		hb.sample(backend.Usage{CPUTime: res.CPUTime, PeakMemoryBytes: res.PeakMemoryBytes})
+		out.CPUTime, out.PeakMemoryBytes = res.CPUTime, res.PeakMemoryBytes
+	}
 	close(beating)
 	beats.Wait()
 	out.Duration = time.Since(start)

@@ -63,10 +63,14 @@ type Metadata struct {
 	EndedAt    time.Time         `json:"ended_at"`
 	DurationMS int64             `json:"duration_ms"`
 	Progress   agentrun.Progress `json:"progress"`
-	Artifacts  []stage.Artifact  `json:"artifacts"`
-	TokenHash  string            `json:"token_sha256"`
-	Children   []Child           `json:"children,omitempty"`
-	Error      *job.Error        `json:"error,omitempty"`
+	// CPUSeconds and PeakMemoryBytes are the agent run's totals where the
+	// backend measures them (linux_sandbox with cgroups).
+	CPUSeconds      float64          `json:"cpu_seconds,omitempty"`
+	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
+	Artifacts       []stage.Artifact `json:"artifacts"`
+	TokenHash       string           `json:"token_sha256"`
+	Children        []Child          `json:"children,omitempty"`
+	Error           *job.Error       `json:"error,omitempty"`
 }
 
 // Run executes a submitted task whose directory and pending checkpoint
@@ -141,6 +145,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	}
 	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
+	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
 	if err != nil {
 		return fail(err)
 	}

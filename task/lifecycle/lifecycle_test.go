@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,9 @@ func TestCompletedTask(t *testing.T) {
 	})
 	if err != nil || md.State != state.Completed {
 		t.Fatalf("task = %+v %v", md, err)
+	}
+	if b := sandbox(t); slices.Contains(b.Capabilities().Enforces, job.LimitMemory) && (md.PeakMemoryBytes == 0 || md.CPUSeconds == 0) {
+		t.Errorf("no run totals from the cgroups: %+v", md)
 	}
 	if len(md.TokenHash) != 64 {
 		t.Errorf("token hash = %q", md.TokenHash)
