@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func sandbox(t *testing.T) backend.Backend {
+func sandbox(t testing.TB) backend.Backend {
 	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
 		return b
 	}
@@ -34,7 +34,7 @@ func sandbox(t *testing.T) backend.Backend {
 	return localprocess.Backend{}
 }
 
-func git(t *testing.T, dir string, args ...string) {
+func git(t testing.TB, dir string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -45,7 +45,7 @@ func git(t *testing.T, dir string, args ...string) {
 }
 
 // submit creates a task directory in pending with a fake agent script.
-func submit(t *testing.T, script, extra string) (string, *manifest.Task, []byte) {
+func submit(t testing.TB, script, extra string) (string, *manifest.Task, []byte) {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
