@@ -71,6 +71,16 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 	if err != nil {
 		return err
 	}
+	if backendKind == "" && b.Kind() != "linux_sandbox" {
+		// The task fell back to an unisolated backend; a shell there is a
+		// host shell, which nobody should get by default.
+		return usageError{fmt.Errorf("task %s ran on %s, which is not a sandbox; pass --backend %s to open an unisolated shell anyway, or --backend linux_sandbox", id, b.Kind(), b.Kind())}
+	}
+	release, err := s.LockWorkspace(id)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := b.Available(ctx); err != nil {
 		return job.Wrap(job.CodeBackendUnavail, err, b.Kind()+" is unavailable on this host")
 	}

@@ -2,7 +2,10 @@ package taskstore
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/stage"
@@ -46,6 +49,24 @@ func (s *Store) Workspace(id string) (stage.Layout, error) {
 	return l, nil
 }
 
+// lockFile guards a task's workspace: shells hold it shared, Destroy
+// takes it exclusively.
+const lockFile = "workspace.lock"
+
+// LockWorkspace takes a shared lock on a task's workspace (held by `task
+// shell` while it runs) and returns its release.
+func (s *Store) LockWorkspace(id string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(s.Dir(id), lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot lock the workspace")
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH); err != nil {
+		f.Close()
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot lock the workspace")
+	}
+	return func() { f.Close() }, nil
+}
+
 // Destroy removes a terminal task's workspace (the inbox and base.git)
 // and records workspace_destroyed; the state, logs and artifacts stay. An
 // active task must be cancelled first (job.not_terminal). Destroying a
@@ -61,6 +82,14 @@ func (s *Store) Destroy(id string) error {
 	l := stage.Layout{Dir: s.Dir(id)}
 	if _, err := os.Lstat(l.Inbox()); os.IsNotExist(err) {
 		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir(id), lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot lock the workspace")
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return job.Errorf(job.CodeJobConflict, "task %s's workspace is in use by a task shell", id)
 	}
 	if err := os.RemoveAll(l.Inbox()); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the workspace")

@@ -65,3 +65,26 @@ func TestDestroy(t *testing.T) {
 		t.Errorf("Workspace after destroy = %v", err)
 	}
 }
+
+// TestDestroyWaitsForNoShell: while a shell holds the workspace lock,
+// destroy is refused with job.conflict and removes nothing.
+func TestDestroyWaitsForNoShell(t *testing.T) {
+	root := t.TempDir()
+	s, _ := New(root, lifecycle.Config{})
+	seed(t, root, "kept", state.FailedPreserved, time.Now())
+	os.MkdirAll(filepath.Join(root, "kept", "inbox"), 0o755)
+	release, err := s.LockWorkspace("kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Destroy("kept"); job.CodeOf(err) != job.CodeJobConflict {
+		t.Errorf("Destroy during a shell = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "kept", "inbox")); err != nil {
+		t.Error("workspace removed under a shell")
+	}
+	release()
+	if err := s.Destroy("kept"); err != nil {
+		t.Errorf("Destroy after the shell = %v", err)
+	}
+}
