@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -119,7 +120,18 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 		detach()
 		return shellExit(out, err)
 	}
-	spec.Stdin, spec.Stdout, spec.Stderr = readerOnly{os.Stdin}, writerOnly{os.Stdout}, writerOnly{os.Stderr}
+	// stdin goes through a pipe the CLI owns: exec would wait for a copy
+	// from a still-open terminal or pipe forever after the shell exited.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot create the stdin pipe")
+	}
+	defer pr.Close()
+	go func() {
+		io.Copy(pw, os.Stdin)
+		pw.Close()
+	}()
+	spec.Stdin, spec.Stdout, spec.Stderr = pr, writerOnly{os.Stdout}, writerOnly{os.Stderr}
 	ctx, stopInt := signal.NotifyContext(ctx, os.Interrupt)
 	defer stopInt()
 	return shellExit(b.Run(ctx, spec))

@@ -174,3 +174,33 @@ func TestTaskShellOnATerminal(t *testing.T) {
 		t.Errorf("terminal session:\n%q", out.String())
 	}
 }
+
+// TestTaskShellNeverGetsTheUsersTerminal: with the user's terminal on
+// stdin but output piped (no pty mode), the sandbox gets a pipe, so
+// TIOCSTI cannot push keystrokes into the user's terminal.
+func TestTaskShellNeverGetsTheUsersTerminal(t *testing.T) {
+	store, _, id := preservedTask(t)
+	p, err := openPTY()
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	defer p.master.Close()
+	defer p.slave.Close()
+	cmd := exec.Command(binary, "task", "shell", id, "--store-dir", store, "--", "/usr/bin/python3", "-c", `
+import fcntl, os, termios
+print("stdin isatty", os.isatty(0))
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as e:
+    print("TIOCSTI refused", e.errno)
+`)
+	cmd.Stdin = p.slave
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("shell: %v %s", err, out)
+	}
+	if !strings.Contains(string(out), "stdin isatty False") || strings.Contains(string(out), "INJECTED") {
+		t.Errorf("sandbox output:\n%s", out)
+	}
+}
