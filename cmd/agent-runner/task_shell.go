@@ -64,6 +64,9 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 	if err != nil {
 		return err
 	}
+	if err := stage.Remount(ctx, l); err != nil {
+		return job.Wrap(job.CodeBackendSetupFailed, err, "cannot mount the task's size-limited workspace")
+	}
 	t, err := manifest.Load(l.Manifest())
 	if err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agent-runner/agent-runner/task/stage"
 )
 
 // preservedTask runs, on a real serve, a task whose agent edits a file
@@ -43,9 +45,12 @@ metadata: {id: kept, name: preserved}
 repository: {url: "`+origin+`", branch: main, subpath: src}
 claude: {prompt: "try"}
 agent: {command: ["/bin/sh", "-c", "echo half-done > a.txt; exit 1"]}
-vm: {memory: 256M, cpus: 1}
+vm: {memory: 256M, cpus: 1, disk: 64M}
 lifecycle: {failure_action: preserve}
 `), 0o644)
+	// The size-limited workspace is a loop mount; unmount it before the
+	// temporary directory goes.
+	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: filepath.Join(store, "tasks", "kept")}) })
 	if _, stderr, code := cli(t, "", "task", "submit", manifest, "--server", server); code != 0 {
 		t.Fatalf("submit: %s", stderr)
 	}
@@ -55,6 +60,9 @@ lifecycle: {failure_action: preserve}
 	}
 	if !strings.Contains(out, `"backend": "linux_sandbox"`) {
 		t.Skipf("tasks fell back from linux_sandbox on this host: %s", out)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(out, `"disk"`) {
+		t.Errorf("vm.disk not enforced as root: %s", out)
 	}
 	return store, server, "kept"
 }
@@ -110,6 +118,9 @@ exit 7
 	}
 	if _, err := os.Stat(inbox); !os.IsNotExist(err) {
 		t.Error("workspace survived destroy")
+	}
+	if l := (stage.Layout{Dir: filepath.Join(store, "tasks", id)}); stage.Mounted(l) {
+		t.Error("workspace still mounted after destroy")
 	}
 	events, _ := os.ReadFile(filepath.Join(store, "tasks", id, "outbox", "progress", "events.jsonl"))
 	if !strings.Contains(string(events), "workspace_destroyed") {

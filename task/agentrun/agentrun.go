@@ -57,6 +57,9 @@ type Outcome struct {
 	// measures them (cgroups); zero otherwise.
 	CPUTime         time.Duration `json:"cpu_time_ns,omitempty"`
 	PeakMemoryBytes int64         `json:"peak_memory_bytes,omitempty"`
+	// Enforced and NotEnforced are the backend's report (job.Limit*).
+	Enforced    []string `json:"enforced,omitempty"`
+	NotEnforced []string `json:"not_enforced,omitempty"`
 }
 
 // Command is the argv the task runs: agent.command, or Claude Code.
@@ -191,6 +194,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	out.ExitCode, out.Reason, out.Signal = res.ExitCode, res.Reason, res.Signal
+	out.Enforced, out.NotEnforced = res.Enforced, res.NotEnforced
 	mu.Lock()
 	if hung && res.Reason == job.ReasonCanceled {
 		out.Reason = ReasonHang

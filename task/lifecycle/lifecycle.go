@@ -52,6 +52,9 @@ type Config struct {
 	ChildrenOf func(parentID string) []state.Record
 }
 
+// LimitDisk names the vm.disk quota in Metadata's enforcement lists.
+const LimitDisk = "disk"
+
 // Metadata is outbox/artifacts/metadata.json.
 type Metadata struct {
 	TaskID     string            `json:"task_id"`
@@ -65,12 +68,18 @@ type Metadata struct {
 	Progress   agentrun.Progress `json:"progress"`
 	// CPUSeconds and PeakMemoryBytes are the agent run's totals where the
 	// backend measures them (linux_sandbox with cgroups).
-	CPUSeconds      float64          `json:"cpu_seconds,omitempty"`
-	PeakMemoryBytes int64            `json:"peak_memory_bytes,omitempty"`
-	Artifacts       []stage.Artifact `json:"artifacts"`
-	TokenHash       string           `json:"token_sha256"`
-	Children        []Child          `json:"children,omitempty"`
-	Error           *job.Error       `json:"error,omitempty"`
+	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
+	PeakMemoryBytes int64   `json:"peak_memory_bytes,omitempty"`
+	// Enforced and NotEnforced name the limits (job.Limit* and "disk")
+	// that were or were not enforced; DiskNote says why a vm.disk quota
+	// was not.
+	Enforced    []string         `json:"enforced,omitempty"`
+	NotEnforced []string         `json:"not_enforced,omitempty"`
+	DiskNote    string           `json:"disk_note,omitempty"`
+	Artifacts   []stage.Artifact `json:"artifacts"`
+	TokenHash   string           `json:"token_sha256"`
+	Children    []Child          `json:"children,omitempty"`
+	Error       *job.Error       `json:"error,omitempty"`
 }
 
 // Run executes a submitted task whose directory and pending checkpoint
@@ -105,6 +114,14 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	backoff := stage.CloneBackoff
 	if cfg.CloneBackoff != nil {
 		backoff = *cfg.CloneBackoff
+	}
+	var diskEnforced bool
+	if size := t.DiskBytes(); size > 0 {
+		if err := stage.MountQuota(ctx, l, size); err != nil {
+			md.DiskNote = "vm.disk not enforced: " + err.Error()
+		} else {
+			diskEnforced = true
+		}
 	}
 	if err := stage.Stage(ctx, l, t, manifestYAML, backoff); err != nil {
 		return fail(err)
@@ -146,6 +163,13 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
+	md.Enforced, md.NotEnforced = out.Enforced, out.NotEnforced
+	switch {
+	case diskEnforced:
+		md.Enforced = append(md.Enforced, LimitDisk)
+	case t.DiskBytes() > 0:
+		md.NotEnforced = append(md.NotEnforced, LimitDisk)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -186,8 +210,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	}
 	if md.State == state.Failed {
 		// destroy: the workspace goes, the outbox (logs, artifacts) stays.
-		os.RemoveAll(l.Inbox())
-		os.RemoveAll(l.Base())
+		stage.RemoveWorkspace(l)
 	}
 	return finish(l, md)
 }

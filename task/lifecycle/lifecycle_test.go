@@ -44,6 +44,14 @@ func git(t testing.TB, dir string, args ...string) {
 	}
 }
 
+// defaultVM is the vm block submit adds unless extra has its own.
+func defaultVM(extra string) string {
+	if strings.Contains(extra, "vm:") {
+		return ""
+	}
+	return "vm: {memory: 512M, cpus: 1}\n"
+}
+
 // submit creates a task directory in pending with a fake agent script.
 func submit(t testing.TB, script, extra string) (string, *manifest.Task, []byte) {
 	t.Helper()
@@ -66,8 +74,7 @@ metadata: {id: task-lc, name: LC}
 repository: {url: "` + origin + `", branch: main}
 claude: {prompt: "work"}
 agent: {command: ["/bin/sh"]}
-vm: {memory: 512M, cpus: 1}
-` + extra)
+` + defaultVM(extra) + extra)
 	tk, err := manifest.Parse(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -193,4 +200,68 @@ echo '{}' > reports/ok.json && echo deep > coverage/a/b/c.txt && ln -s /etc cove
 		}
 		return nil
 	})
+}
+
+// TestDiskQuotaIsEnforced: vm.disk 64M makes the workspace a 64 MiB
+// filesystem; an agent writing 100 MiB gets ENOSPC, and destroying the
+// failed task's workspace unmounts and removes the image.
+func TestDiskQuotaIsEnforced(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("vm.disk quotas need root for the loop mount; not enforced here (recorded in metadata)")
+	}
+	dir, tk, doc := submit(t, `dd if=/dev/zero of=big bs=1M count=100 2>&1; ls -l big; exit 9`,
+		"vm: {memory: 512M, cpus: 1, disk: 64M}\nlifecycle: {failure_action: preserve}\n")
+	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.DiskNote != "" && strings.Contains(md.DiskNote, "loop mount") {
+		t.Skipf("no loop devices on this host: %s", md.DiskNote)
+	}
+	if !slices.Contains(md.Enforced, lifecycle.LimitDisk) || md.State != state.FailedPreserved {
+		t.Fatalf("metadata = %+v", md)
+	}
+	stdout, _ := os.ReadFile(filepath.Join(dir, "outbox", "progress", "stdout.log"))
+	if !strings.Contains(string(stdout), "No space left on device") {
+		t.Errorf("agent output:\n%s", stdout)
+	}
+	l := stage.Layout{Dir: dir}
+	if fi, err := os.Stat(filepath.Join(l.Inbox(), "big")); err != nil || fi.Size() >= 64<<20 {
+		t.Errorf("big file: %v %v", fi, err)
+	}
+	if !stage.Mounted(l) {
+		t.Fatal("the preserved workspace is not mounted")
+	}
+	if err := stage.RemoveWorkspace(l); err != nil {
+		t.Fatal(err)
+	}
+	if stage.Mounted(l) {
+		t.Error("workspace still mounted after removal")
+	}
+	for _, p := range []string{l.Inbox(), l.DiskImage(), l.Base()} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s survived", p)
+		}
+	}
+}
+
+// TestDiskQuotaWithFailureDestroy: the destroy path unmounts too.
+func TestDiskQuotaWithFailureDestroy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("vm.disk quotas need root for the loop mount")
+	}
+	dir, tk, doc := submit(t, `exit 1`, "vm: {memory: 512M, cpus: 1, disk: 32M}\n")
+	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if err != nil || md.State != state.Failed {
+		t.Fatalf("task = %+v %v", md, err)
+	}
+	l := stage.Layout{Dir: dir}
+	if stage.Mounted(l) {
+		t.Error("failed task's workspace still mounted")
+	}
+	if _, err := os.Stat(l.DiskImage()); !os.IsNotExist(err) {
+		t.Error("disk image survived")
+	}
 }

@@ -278,6 +278,15 @@ func (t *Task) MemoryBytes() int64 {
 	return n
 }
 
+// DiskBytes is the parsed vm.disk; 0 when unset.
+func (t *Task) DiskBytes() int64 {
+	if t.VM.Disk == "" {
+		return 0
+	}
+	n, _ := ParseSize(t.VM.Disk)
+	return n
+}
+
 // ParseDuration accepts Go durations and whole days ("30m", "6h", "1h30m",
 // "2d"); zero, negative and over 168h are errors.
 func ParseDuration(s string) (time.Duration, error) {

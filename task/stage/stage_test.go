@@ -249,3 +249,38 @@ func TestCollectIncludesTheAgentsCommits(t *testing.T) {
 		t.Errorf("committed change missing:\n%s", patch)
 	}
 }
+
+// TestQuotaWorkspaceSurvivesAnUnmount: after a host reboot the image is
+// mounted again, with its files; removal unmounts and deletes it all.
+func TestQuotaWorkspaceSurvivesAnUnmount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop mounts need root")
+	}
+	l := Layout{Dir: t.TempDir()}
+	if err := MountQuota(context.Background(), l, 32<<20); err != nil {
+		t.Skipf("no loop mount here: %v", err)
+	}
+	t.Cleanup(func() { RemoveWorkspace(l) })
+	if entries, _ := os.ReadDir(l.Inbox()); len(entries) != 0 {
+		t.Errorf("fresh workspace is not empty: %v", entries)
+	}
+	os.WriteFile(filepath.Join(l.Inbox(), "kept.txt"), []byte("x"), 0o644)
+	if out, err := exec.Command("umount", l.Inbox()).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	if Mounted(l) {
+		t.Fatal("still mounted")
+	}
+	if err := Remount(context.Background(), l); err != nil || !Mounted(l) {
+		t.Fatalf("Remount = %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Inbox(), "kept.txt")); err != nil || string(b) != "x" {
+		t.Errorf("file after remount = %q %v", b, err)
+	}
+	if err := RemoveWorkspace(l); err != nil || Mounted(l) {
+		t.Errorf("RemoveWorkspace = %v, mounted %v", err, Mounted(l))
+	}
+	if err := MountQuota(context.Background(), Layout{Dir: t.TempDir()}, 1<<20); err == nil {
+		t.Error("a 1 MiB quota was accepted")
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
 )
 
@@ -176,6 +177,8 @@ func (s *Store) Recover() ([]string, error) {
 			continue // not a task directory, or unrecoverable: left for an operator
 		}
 		cur := m.Current().State
+		// A size-limited workspace comes back after a host reboot.
+		_ = stage.Remount(context.Background(), stage.Layout{Dir: dir})
 		switch {
 		case cur.Terminal():
 			continue
@@ -230,6 +233,7 @@ func (s *Store) Retain(now time.Time) []string {
 			continue
 		}
 		if age > 0 && now.Sub(rec.LastCheckpoint) > age {
+			stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(e.Name())})
 			if os.RemoveAll(s.Dir(e.Name())) == nil {
 				removed = append(removed, e.Name())
 			}

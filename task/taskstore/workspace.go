@@ -91,9 +91,8 @@ func (s *Store) Destroy(id string) error {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return job.Errorf(job.CodeJobConflict, "task %s's workspace is in use by a task shell", id)
 	}
-	if err := os.RemoveAll(l.Inbox()); err != nil {
+	if err := stage.RemoveWorkspace(l); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the workspace")
 	}
-	os.RemoveAll(l.Base())
 	return m.Note("workspace_destroyed", "workspace removed on request")
 }
