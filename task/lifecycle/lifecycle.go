@@ -104,6 +104,9 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		}
 		_ = m.Transition(to, jerr.Message, jerr)
 		md.State, md.Error = to, jerr
+		if to == state.Failed && t.Lifecycle.FailureAction != "preserve" {
+			stage.RemoveWorkspace(l)
+		}
 		return finish(l, md)
 	}
 

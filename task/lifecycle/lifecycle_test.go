@@ -265,3 +265,21 @@ func TestDiskQuotaWithFailureDestroy(t *testing.T) {
 		t.Error("disk image survived")
 	}
 }
+
+// TestFailedStagingLeavesNoMount: a clone that fails after the quota was
+// mounted does not leave the loop mount behind.
+func TestFailedStagingLeavesNoMount(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("vm.disk quotas need root for the loop mount")
+	}
+	dir, tk, doc := submit(t, `true`, "vm: {memory: 512M, cpus: 1, disk: 32M}\n")
+	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
+	tk.Repository.Branch = "no-such-branch"
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	if err != nil || md.State != state.Failed {
+		t.Fatalf("task = %+v %v", md, err)
+	}
+	if l := (stage.Layout{Dir: dir}); stage.Mounted(l) {
+		t.Error("loop mount left behind by a failed staging")
+	}
+}
