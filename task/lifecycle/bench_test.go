@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
 )
 
@@ -20,10 +21,18 @@ import (
 //
 //	go test -run XXX -bench TaskLifecycle ./task/lifecycle
 func BenchmarkTaskLifecycle(b *testing.B) {
+	b.Run("no-quota", func(b *testing.B) { benchTasks(b, "") })
+	if os.Geteuid() == 0 {
+		b.Run("disk-1G", func(b *testing.B) { benchTasks(b, "vm: {memory: 512M, cpus: 1, disk: 1G}\n") })
+	}
+}
+
+func benchTasks(b *testing.B, extra string) {
 	var setup, agent, collect time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		dir, tk, doc := submit(b, `echo changed > a.txt`, "")
+		dir, tk, doc := submit(b, `echo changed > a.txt`, extra)
+		b.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
 		cfg := lifecycle.Config{Backend: sandbox(b), CloneBackoff: &quick}
 		b.StartTimer()
 		md, err := lifecycle.Run(context.Background(), dir, tk, doc, cfg)
