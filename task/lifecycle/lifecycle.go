@@ -177,6 +177,11 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		return fail(err)
 	}
 	if out.Reason == job.ReasonCanceled {
+		// Cancelled mid-run: what the agent changed so far is still
+		// collected (with a fresh context) before the task ends.
+		arts, _ := stage.Collect(context.Background(), l, t)
+		md.Artifacts = append(md.Artifacts, arts...)
+		md.Artifacts = append(md.Artifacts, collectPatterns(l, t)...)
 		return fail(ctx.Err())
 	}
 	if err := step(state.Completing, "collecting changes"); err != nil {

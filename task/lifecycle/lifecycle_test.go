@@ -158,7 +158,7 @@ func TestVaultWithoutConfigurationFails(t *testing.T) {
 }
 
 func TestCancelMidRun(t *testing.T) {
-	dir, tk, doc := submit(t, `while true; do echo working; sleep 0.1; done`, "")
+	dir, tk, doc := submit(t, `echo partial > a.txt; while true; do echo working; sleep 0.1; done`, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(1500*time.Millisecond, cancel)
 	md, _ := lifecycle.Run(ctx, dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
@@ -169,6 +169,10 @@ func TestCancelMidRun(t *testing.T) {
 	var got lifecycle.Metadata
 	if json.Unmarshal(b, &got) != nil || got.State != state.Cancelled {
 		t.Errorf("metadata.json = %s", b)
+	}
+	// What the agent did before the cancel is collected.
+	if patch, _ := os.ReadFile(filepath.Join(dir, "outbox", "artifacts", "task-lc.patch")); !strings.Contains(string(patch), "+partial") {
+		t.Errorf("cancelled task's patch = %q", patch)
 	}
 }
 
