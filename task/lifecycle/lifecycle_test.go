@@ -160,7 +160,16 @@ func TestVaultWithoutConfigurationFails(t *testing.T) {
 func TestCancelMidRun(t *testing.T) {
 	dir, tk, doc := submit(t, `echo partial > a.txt; while true; do echo working; sleep 0.1; done`, "")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(1500*time.Millisecond, cancel)
+	go func() {
+		// Cancel once the agent is looping (after its edit), however slow
+		// the machine is.
+		defer cancel()
+		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if b, _ := os.ReadFile(filepath.Join(dir, "outbox", "progress", "stdout.log")); strings.Contains(string(b), "working") {
+				return
+			}
+		}
+	}()
 	md, _ := lifecycle.Run(ctx, dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
 	if md.State != state.Cancelled || md.Error == nil || md.Error.Code != job.CodeRunCanceled {
 		t.Errorf("cancelled task = %+v", md)
