@@ -35,6 +35,9 @@ func init() {
 			return err
 		}
 		s.Lifecycle.ChildSocket = taskapi.ChildSocket(s)
+		if stale := taskapi.CleanStaleSockets(); len(stale) > 0 {
+			d.Logger.Info("removed children sockets of a server that died", "dirs", stale)
+		}
 		if acted, err := s.Recover(); err == nil && len(acted) > 0 {
 			d.Logger.Info("recovered agent tasks after a restart", "tasks", acted)
 		}

@@ -117,3 +117,27 @@ func (c *children) list(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": out, "total_count": len(out)})
 }
+
+// CleanStaleSockets removes children-socket directories left in $TMPDIR
+// by a server that was killed: those whose socket no longer accepts a
+// connection. Live sockets of other servers, and directories younger than
+// a minute (a socket being set up right now), are left alone. It returns
+// the directories removed.
+func CleanStaleSockets() []string {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent-runner-children-*"))
+	var removed []string
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err != nil || time.Since(fi.ModTime()) < time.Minute {
+			continue
+		}
+		sock := filepath.Join(dir, ChildSocketName)
+		if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+			c.Close()
+			continue
+		}
+		if os.RemoveAll(dir) == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed
+}

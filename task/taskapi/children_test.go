@@ -2,11 +2,14 @@ package taskapi_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskstore"
@@ -179,5 +182,39 @@ children: {max_concurrent: 1}
 	}
 	for _, id := range []string{"boss", "slow-1", "slow-2"} {
 		waitState(t, base, id, "cancelled")
+	}
+}
+
+// TestCleanStaleSockets removes a dead server's socket directory and
+// keeps a live one.
+func TestCleanStaleSockets(t *testing.T) {
+	open := taskapi.ChildSocket(nil)
+	live, stop, err := open("p", "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	dead, err := os.MkdirTemp("", "agent-runner-children-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(dead, taskapi.ChildSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close() // the socket file stays, nobody listens: a killed server
+	if removed := taskapi.CleanStaleSockets(); slices.Contains(removed, dead) {
+		t.Error("a directory made just now was removed")
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(dead, old, old)
+	os.Chtimes(filepath.Dir(live), old, old)
+	removed := taskapi.CleanStaleSockets()
+	if !slices.Contains(removed, dead) || slices.Contains(removed, filepath.Dir(live)) {
+		t.Errorf("removed %v (dead %s, live %s)", removed, dead, live)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("live socket removed: %v", err)
 	}
 }
