@@ -30,15 +30,37 @@ import (
 // Routes registers the task API on mux; wrap(scope, h) adds auth.
 func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h http.Handler) http.Handler) {
 	a := &api{s: s}
-	mux.Handle("POST /api/v1/tasks", wrap("submit", http.HandlerFunc(a.submit)))
-	mux.Handle("GET /api/v1/tasks", wrap("read", http.HandlerFunc(a.list)))
-	mux.Handle("GET /api/v1/tasks/{id}", wrap("read", http.HandlerFunc(a.get)))
-	mux.Handle("DELETE /api/v1/tasks/{id}", wrap("cancel", http.HandlerFunc(a.cancel)))
-	mux.Handle("POST /api/v1/tasks/{id}/destroy", wrap("cancel", http.HandlerFunc(a.destroy)))
-	mux.Handle("GET /api/v1/tasks/{id}/logs", wrap("read", http.HandlerFunc(a.logs)))
-	mux.Handle("GET /api/v1/tasks/{id}/artifacts", wrap("read", http.HandlerFunc(a.artifacts)))
-	mux.Handle("GET /api/v1/tasks/{id}/artifacts/{name...}", wrap("read", http.HandlerFunc(a.download)))
-	mux.Handle("GET /ws/tasks/{id}/stream", wrap("read", http.HandlerFunc(a.stream)))
+	for _, r := range a.routes() {
+		mux.Handle(r.pattern, wrap(r.scope, r.h))
+	}
+}
+
+type route struct {
+	pattern, scope string
+	h              http.HandlerFunc
+}
+
+func (a *api) routes() []route {
+	return []route{
+		{"POST /api/v1/tasks", "submit", a.submit},
+		{"GET /api/v1/tasks", "read", a.list},
+		{"GET /api/v1/tasks/{id}", "read", a.get},
+		{"DELETE /api/v1/tasks/{id}", "cancel", a.cancel},
+		{"POST /api/v1/tasks/{id}/destroy", "cancel", a.destroy},
+		{"GET /api/v1/tasks/{id}/logs", "read", a.logs},
+		{"GET /api/v1/tasks/{id}/artifacts", "read", a.artifacts},
+		{"GET /api/v1/tasks/{id}/artifacts/{name...}", "read", a.download},
+		{"GET /ws/tasks/{id}/stream", "read", a.stream},
+	}
+}
+
+// Patterns lists the routes Routes registers ("METHOD /path").
+func Patterns() []string {
+	var out []string
+	for _, r := range (&api{}).routes() {
+		out = append(out, r.pattern)
+	}
+	return out
 }
 
 type api struct{ s *taskstore.Store }
