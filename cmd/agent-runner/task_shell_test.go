@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 // preservedTask runs, on a real serve, a task whose agent edits a file
@@ -18,21 +19,8 @@ import (
 // server URL and the task id.
 func preservedTask(t *testing.T) (string, string, string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(filepath.Join(origin, "src"), 0o755)
-	os.WriteFile(filepath.Join(origin, "src", "a.txt"), []byte("one\n"), 0o644)
-	for _, args := range [][]string{{"init", "--quiet", "--initial-branch=main"}, {"add", "."}, {"-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init"}} {
-		if out, err := exec.Command("git", append([]string{"-C", origin}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
+	origin := tasktest.Origin(t, map[string]string{"src/a.txt": "one\n"})
+	base := filepath.Dir(origin)
 	store := filepath.Join(base, "store")
 	addr := freeAddr(t)
 	srv := startServer(t, store, addr)

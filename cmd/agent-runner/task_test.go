@@ -5,35 +5,20 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 // TestTaskVerbs drives a task through the CLI against a real serve.
 func TestTaskVerbs(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(origin, 0o755)
-	for _, args := range [][]string{{"init", "--quiet", "--initial-branch=main"}} {
-		exec.Command("git", append([]string{"-C", origin}, args...)...).Run()
-	}
-	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
-	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo from-agent\necho two > a.txt\n"), 0o644)
-	commit := exec.Command("git", "-C", origin, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init")
-	exec.Command("git", "-C", origin, "add", ".").Run()
-	if out, err := commit.CombinedOutput(); err != nil {
-		t.Fatalf("commit: %v %s", err, out)
-	}
+	origin := tasktest.Origin(t, map[string]string{"a.txt": "one\n", "agent.sh": "echo from-agent\necho two > a.txt\n"})
+	base := filepath.Dir(origin)
 	store := filepath.Join(base, "store")
 	addr := freeAddr(t)
 	srv := startServer(t, store, addr)
@@ -99,22 +84,9 @@ agent: {command: ["/bin/sh", "agent.sh"]}
 // restarts it: the task ends in a recorded state, never stuck running, and
 // no agent process outlives the server.
 func TestTaskSurvivesServerKill(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(origin, 0o755)
-	marker := "slow-agent-" + filepath.Base(base)
-	exec.Command("git", "-C", origin, "init", "--quiet", "--initial-branch=main").Run()
-	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo started\nexec python3 -c 'import time; time.sleep(300)' "+marker+"\n"), 0o644)
-	exec.Command("git", "-C", origin, "add", ".").Run()
-	if out, err := exec.Command("git", "-C", origin, "-c", "user.name=t", "-c", "user.email=t@x", "commit", "--quiet", "-m", "init").CombinedOutput(); err != nil {
-		t.Fatalf("commit: %v %s", err, out)
-	}
+	marker := "slow-agent-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	origin := tasktest.Origin(t, map[string]string{"agent.sh": "echo started\nexec python3 -c 'import time; time.sleep(300)' " + marker + "\n"})
+	base := filepath.Dir(origin)
 	store := filepath.Join(base, "store")
 	addr := freeAddr(t)
 	server := "http://" + addr

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 func TestMain(m *testing.M) {
@@ -35,32 +35,11 @@ func sandbox(t *testing.T) backend.Backend {
 	return b
 }
 
-func git(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
 // staged returns a staged task whose agent is a shell script.
 func staged(t *testing.T, script, timeout string) (stage.Layout, *manifest.Task, string) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(origin, 0o755)
-	git(t, origin, "init", "--quiet", "--initial-branch=main")
-	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
-	git(t, origin, "add", ".")
-	git(t, origin, "commit", "--quiet", "-m", "init")
+	origin := tasktest.Origin(t, map[string]string{"a.txt": "one\n"})
+	base := filepath.Dir(origin)
 	doc := `version: "1"
 kind: Task
 metadata: {id: task-e2e, name: E2E}
@@ -121,8 +100,8 @@ printf '{"type":"result","subtype":"success"}\n'`
 		t.Fatal(err)
 	}
 	check := t.TempDir()
-	git(t, check, "clone", "--quiet", origin, ".")
-	git(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
+	tasktest.Git(t, check, "clone", "--quiet", origin, ".")
+	tasktest.Git(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
 	if b, _ := os.ReadFile(filepath.Join(check, "a.txt")); string(b) != "three\n" {
 		t.Errorf("patched a.txt = %q", b)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 func TestMain(m *testing.M) {
@@ -34,16 +34,6 @@ func sandbox(t testing.TB) backend.Backend {
 	return localprocess.Backend{}
 }
 
-func git(t testing.TB, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-}
-
 // defaultVM is the vm block submit adds unless extra has its own.
 func defaultVM(extra string) string {
 	if strings.Contains(extra, "vm:") {
@@ -55,19 +45,8 @@ func defaultVM(extra string) string {
 // submit creates a task directory in pending with a fake agent script.
 func submit(t testing.TB, script, extra string) (string, *manifest.Task, []byte) {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(origin, 0o755)
-	git(t, origin, "init", "--quiet", "--initial-branch=main")
-	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
-	git(t, origin, "add", ".")
-	git(t, origin, "commit", "--quiet", "-m", "init")
+	origin := tasktest.Origin(t, map[string]string{"a.txt": "one\n"})
+	base := filepath.Dir(origin)
 	doc := []byte(`version: "1"
 kind: Task
 metadata: {id: task-lc, name: LC}

@@ -11,19 +11,8 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
-
-func run(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // origin makes a repository with two commits on main and a pkg/ subdir.
 func origin(t *testing.T) (string, string) {
@@ -31,15 +20,15 @@ func origin(t *testing.T) (string, string) {
 		t.Skip("git not installed")
 	}
 	dir := t.TempDir()
-	run(t, dir, "init", "--quiet", "--initial-branch=main")
+	tasktest.Git(t, dir, "init", "--quiet", "--initial-branch=main")
 	os.MkdirAll(filepath.Join(dir, "pkg"), 0o755)
 	os.WriteFile(filepath.Join(dir, "pkg", "a.txt"), []byte("one\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "bin.dat"), []byte{0, 1, 2, 255}, 0o644)
-	run(t, dir, "add", ".")
-	run(t, dir, "commit", "--quiet", "-m", "first")
-	first := run(t, dir, "rev-parse", "HEAD")
+	tasktest.Git(t, dir, "add", ".")
+	tasktest.Git(t, dir, "commit", "--quiet", "-m", "first")
+	first := tasktest.Git(t, dir, "rev-parse", "HEAD")
 	os.WriteFile(filepath.Join(dir, "pkg", "a.txt"), []byte("two\n"), 0o644)
-	run(t, dir, "commit", "--quiet", "-am", "second")
+	tasktest.Git(t, dir, "commit", "--quiet", "-am", "second")
 	return dir, first
 }
 
@@ -84,8 +73,8 @@ func TestStageLayoutAndPatchRoundTrip(t *testing.T) {
 		}
 		// The patch applies cleanly to a fresh clone of the original.
 		check := t.TempDir()
-		run(t, check, "clone", "--quiet", src, ".")
-		run(t, check, "apply", "--binary", filepath.Join(l.Artifacts(), "t-1.patch"))
+		tasktest.Git(t, check, "clone", "--quiet", src, ".")
+		tasktest.Git(t, check, "apply", "--binary", filepath.Join(l.Artifacts(), "t-1.patch"))
 		if b, _ := os.ReadFile(filepath.Join(check, "pkg", "a.txt")); string(b) != "three\n" {
 			t.Errorf("patched a.txt = %q", b)
 		}
@@ -223,8 +212,8 @@ func TestCollectNeverRunsTheAgentsGitConfig(t *testing.T) {
 	}
 	// The patch still applies to the original repository.
 	check := t.TempDir()
-	run(t, check, "clone", "--quiet", src, ".")
-	run(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
+	tasktest.Git(t, check, "clone", "--quiet", src, ".")
+	tasktest.Git(t, check, "apply", filepath.Join(l.Artifacts(), arts[0].Name))
 	if b, _ := os.ReadFile(filepath.Join(check, "pkg", "a.txt")); string(b) != "three\n" {
 		t.Errorf("patched a.txt = %q", b)
 	}
@@ -240,7 +229,7 @@ func TestCollectIncludesTheAgentsCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("committed\n"), 0o644)
-	run(t, l.Inbox(), "commit", "--quiet", "-am", "agent commit")
+	tasktest.Git(t, l.Inbox(), "commit", "--quiet", "-am", "agent commit")
 	arts, err := Collect(context.Background(), l, tk)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,21 +19,12 @@ import (
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskstore"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 func TestMain(m *testing.M) {
 	linuxsandbox.MaybeInit()
 	os.Exit(m.Run())
-}
-
-func git(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@x", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@x")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
 }
 
 func setup(t *testing.T) (string, string) {
@@ -46,23 +36,16 @@ func setup(t *testing.T) (string, string) {
 // extra files are committed to the repo, and configure, when set, adjusts
 // the store before the server starts.
 func setupWith(t *testing.T, extra map[string]string, configure ...func(*taskstore.Store)) (string, string, *taskstore.Store) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+	origin := tasktest.Origin(t, map[string]string{"a.txt": "one\n", "agent.sh": "echo working\necho two > a.txt\nif [ \"$1\" = slow ]; then sleep 30; fi\nif [ \"$1\" = beat ]; then sleep 1; fi\necho done >&2\nif [ \"$1\" = fail ]; then exit 3; fi\n"})
+	base := filepath.Dir(origin)
+	if len(extra) > 0 {
+		// Extra files may name the origin as @ORIGIN@, known only now.
+		for name, content := range extra {
+			os.WriteFile(filepath.Join(origin, name), []byte(strings.ReplaceAll(content, "@ORIGIN@", origin)), 0o644)
+		}
+		tasktest.Git(t, origin, "add", ".")
+		tasktest.Git(t, origin, "commit", "--quiet", "-m", "extra files")
 	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		os.Chmod(d, 0o755)
-	}
-	origin := filepath.Join(base, "origin")
-	os.MkdirAll(origin, 0o755)
-	git(t, origin, "init", "--quiet", "--initial-branch=main")
-	os.WriteFile(filepath.Join(origin, "a.txt"), []byte("one\n"), 0o644)
-	os.WriteFile(filepath.Join(origin, "agent.sh"), []byte("echo working\necho two > a.txt\nif [ \"$1\" = slow ]; then sleep 30; fi\nif [ \"$1\" = beat ]; then sleep 1; fi\necho done >&2\nif [ \"$1\" = fail ]; then exit 3; fi\n"), 0o755)
-	for name, content := range extra {
-		os.WriteFile(filepath.Join(origin, name), []byte(strings.ReplaceAll(content, "@ORIGIN@", origin)), 0o755)
-	}
-	git(t, origin, "add", ".")
-	git(t, origin, "commit", "--quiet", "-m", "init")
 	var b backend.Backend = localprocess.Backend{}
 	if sb := linuxsandbox.New(); sb.Available(context.Background()) == nil {
 		b = sb
