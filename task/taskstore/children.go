@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -129,23 +130,40 @@ func (s *Store) manifest(id string) (*manifest.Task, error) {
 	return manifest.Parse(b)
 }
 
-// Children returns the records of a task's children, in no set order.
+// childrenFile, in a parent's directory, lists its children's ids one per
+// line, appended as they are created, so finding them does not scan the
+// store.
+const childrenFile = "children"
+
+// Children returns the records of a task's children in creation order.
 func (s *Store) Children(parentID string) []state.Record {
-	entries, _ := os.ReadDir(s.Root)
+	b, err := os.ReadFile(filepath.Join(s.Dir(parentID), childrenFile))
+	if err != nil {
+		return nil
+	}
 	var out []state.Record
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		m, err := state.Open(s.Dir(e.Name()))
-		if err != nil {
-			continue
-		}
-		if rec := m.Current(); rec.ParentID == parentID {
-			out = append(out, rec)
+	for _, id := range strings.Fields(string(b)) {
+		if m, err := s.Open(id); err == nil && m.Current().ParentID == parentID {
+			out = append(out, m.Current())
 		}
 	}
 	return out
+}
+
+// indexChild appends a new child to its parent's list.
+func (s *Store) indexChild(parentID, id string) error {
+	f, err := os.OpenFile(filepath.Join(s.Dir(parentID), childrenFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot record the child")
+	}
+	_, err = f.WriteString(id + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot record the child")
+	}
+	return nil
 }
 
 // depth counts a task's ancestors.

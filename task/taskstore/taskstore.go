@@ -83,6 +83,13 @@ func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 		return err
 	}
 	s.observe("", m.Current())
+	if t.ParentID != "" && ValidID(t.ParentID) {
+		if _, err := os.Stat(s.Dir(t.ParentID)); err == nil {
+			if err := s.indexChild(t.ParentID, t.Metadata.ID); err != nil {
+				return err
+			}
+		}
+	}
 	// The manifest is on disk before anything runs, so a pending task can
 	// be restarted after a crash.
 	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
@@ -162,26 +169,15 @@ func (s *Store) Wait() { s.wg.Wait() }
 // any other active state was interrupted by the restart and ends as failed
 // with the stage recorded. It returns the ids it acted on.
 func (s *Store) Recover() ([]string, error) {
-	entries, err := os.ReadDir(s.Root)
-	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot read the task store")
-	}
 	var acted []string
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := s.Dir(e.Name())
-		m, err := state.Open(dir)
-		if err != nil {
-			continue // not a task directory, or unrecoverable: left for an operator
-		}
+	err := s.each(func(id string, m *state.Machine) {
+		dir := s.Dir(id)
 		cur := m.Current().State
 		// A size-limited workspace comes back after a host reboot.
 		_ = stage.Remount(context.Background(), stage.Layout{Dir: dir})
 		switch {
 		case cur.Terminal():
-			continue
+			return
 		case cur == state.Pending:
 			b, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
 			t, perr := manifest.Parse(b)
@@ -202,24 +198,16 @@ func (s *Store) Recover() ([]string, error) {
 		// Counted as new in this process: its earlier states were counted
 		// by the process that died.
 		s.observe("", m.Current())
-		acted = append(acted, e.Name())
-	}
-	return acted, nil
+		acted = append(acted, id)
+	})
+	return acted, err
 }
 
 // Retain removes terminal tasks older than their retention age (measured
 // from the last checkpoint) and returns their ids.
 func (s *Store) Retain(now time.Time) []string {
-	entries, _ := os.ReadDir(s.Root)
 	var removed []string
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		m, err := state.Open(s.Dir(e.Name()))
-		if err != nil {
-			continue
-		}
+	s.each(func(id string, m *state.Machine) {
 		rec := m.Current()
 		var age time.Duration
 		switch rec.State {
@@ -230,14 +218,32 @@ func (s *Store) Retain(now time.Time) []string {
 		case state.Cancelled:
 			age = s.Retention.Cancelled
 		default:
-			continue
+			return
 		}
 		if age > 0 && now.Sub(rec.LastCheckpoint) > age {
-			stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(e.Name())})
-			if os.RemoveAll(s.Dir(e.Name())) == nil {
-				removed = append(removed, e.Name())
+			stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(id)})
+			if os.RemoveAll(s.Dir(id)) == nil {
+				removed = append(removed, id)
 			}
 		}
-	}
+	})
 	return removed
+}
+
+// each calls fn for every task directory whose checkpoint opens; others
+// (not tasks, or unrecoverable) are left for an operator.
+func (s *Store) each(fn func(id string, m *state.Machine)) error {
+	entries, err := os.ReadDir(s.Root)
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot read the task store")
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if m, err := state.Open(s.Dir(e.Name())); err == nil {
+			fn(e.Name(), m)
+		}
+	}
+	return nil
 }
