@@ -46,6 +46,10 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, map[string]any{"error": jerr})
 }
 
+// WriteJSON writes v as indented JSON with status; other doors mounted
+// by serve answer through it too.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := job.MarshalIndent(v)
 	if err != nil {

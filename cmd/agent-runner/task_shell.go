@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -143,9 +142,7 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 // shellBackend is --backend, else the backend the task ran on.
 func shellBackend(l stage.Layout, kind string) (backend.Backend, error) {
 	if kind == "" {
-		var md lifecycle.Metadata
-		b, err := os.ReadFile(filepath.Join(l.Artifacts(), "metadata.json"))
-		if err == nil && json.Unmarshal(b, &md) == nil && md.Backend != "" {
+		if md, ok := lifecycle.ReadMetadata(l.Dir); ok && md.Backend != "" {
 			kind = md.Backend
 		} else {
 			kind = "linux_sandbox"

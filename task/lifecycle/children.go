@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/agent-runner/agent-runner/task/stage"
@@ -36,7 +37,7 @@ func waitForChildren(ctx context.Context, m *state.Machine, id string, list func
 			return nil
 		}
 		if !noted {
-			_ = m.Note("waiting_for_children", itoa(active)+" children still active")
+			_ = m.Note("waiting_for_children", strconv.Itoa(active)+" children still active")
 			noted = true
 		}
 		select {
@@ -52,7 +53,7 @@ func childSummaries(storeRoot string, recs []state.Record) []Child {
 	out := make([]Child, 0, len(recs))
 	for _, r := range recs {
 		c := Child{TaskID: r.TaskID, State: r.State}
-		if md, ok := readMetadata(filepath.Join(storeRoot, r.TaskID)); ok {
+		if md, ok := ReadMetadata(filepath.Join(storeRoot, r.TaskID)); ok {
 			c.ExitCode = md.ExitCode
 		}
 		out = append(out, c)
@@ -61,10 +62,15 @@ func childSummaries(storeRoot string, recs []state.Record) []Child {
 	return out
 }
 
-func readMetadata(dir string) (Metadata, bool) {
+// ReadMetadata reads a task directory's outbox/artifacts/metadata.json;
+// false until the task has finished.
+func ReadMetadata(dir string) (Metadata, bool) {
 	var md Metadata
 	b, err := os.ReadFile(filepath.Join(dir, "outbox", "artifacts", "metadata.json"))
-	return md, err == nil && json.Unmarshal(b, &md) == nil
+	if err != nil || json.Unmarshal(b, &md) != nil {
+		return Metadata{}, false
+	}
+	return md, true
 }
 
 // aggregate copies every finished child's artifacts (and its
@@ -76,7 +82,7 @@ func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artif
 		if !c.State.Terminal() {
 			continue
 		}
-		md, ok := readMetadata(filepath.Join(storeRoot, c.TaskID))
+		md, ok := ReadMetadata(filepath.Join(storeRoot, c.TaskID))
 		if !ok {
 			continue
 		}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,12 +177,15 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
+	// collect takes the patch, the untracked list and the artifact
+	// patterns, with a fresh context: a cancelled run still yields them.
+	collect := func() error {
+		arts, err := stage.Collect(context.Background(), l, t)
+		md.Artifacts = append(append(md.Artifacts, arts...), collectPatterns(l, t)...)
+		return err
+	}
 	if out.Reason == job.ReasonCanceled {
-		// Cancelled mid-run: what the agent changed so far is still
-		// collected (with a fresh context) before the task ends.
-		arts, _ := stage.Collect(context.Background(), l, t)
-		md.Artifacts = append(md.Artifacts, arts...)
-		md.Artifacts = append(md.Artifacts, collectPatterns(l, t)...)
+		collect()
 		return fail(ctx.Err())
 	}
 	if err := step(state.Completing, "collecting changes"); err != nil {
@@ -192,10 +196,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 			return fail(err)
 		}
 	}
-	// Collect with a fresh context: a cancelled run still yields its diff.
-	arts, cerr := stage.Collect(context.Background(), l, t)
-	md.Artifacts = append(md.Artifacts, arts...)
-	md.Artifacts = append(md.Artifacts, collectPatterns(l, t)...)
+	cerr := collect()
 	if cfg.ChildrenOf != nil {
 		md.Children = childSummaries(filepath.Dir(dir), cfg.ChildrenOf(t.Metadata.ID))
 		if c := t.Children; c != nil && c.AggregateArtifacts {
@@ -225,12 +226,11 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 
 func describe(o agentrun.Outcome) string {
 	if o.ExitCode != nil {
-		return o.Reason + " " + itoa(*o.ExitCode)
+		return o.Reason + " " + strconv.Itoa(*o.ExitCode)
 	}
 	return strings.TrimSpace(o.Reason + " " + o.Signal)
 }
 
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func finish(l stage.Layout, md Metadata) (Metadata, error) {
 	md.EndedAt = time.Now().UTC()

@@ -65,14 +65,10 @@ func Patterns() []string {
 
 type api struct{ s *taskstore.Store }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := job.MarshalIndent(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(b)
-}
+// writeJSON and writeError answer like serve's job API (one mapping of
+// job codes to statuses).
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
 
-// writeError answers with serve's one mapping of job codes to statuses.
 func writeError(w http.ResponseWriter, err error) { httpapi.WriteError(w, err) }
 
 // submit accepts a YAML body, or JSON {"manifest_yaml": "..."} or
@@ -140,11 +136,8 @@ func (a *api) status(id string) (TaskStatus, error) {
 		}
 	}
 	st.Heartbeat, _ = agentrun.LastHeartbeat(filepath.Join(a.s.Dir(id), "outbox", "progress"))
-	if b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "outbox", "artifacts", "metadata.json")); err == nil {
-		var md lifecycle.Metadata
-		if json.Unmarshal(b, &md) == nil {
-			st.Metadata = &md
-		}
+	if md, ok := lifecycle.ReadMetadata(a.s.Dir(id)); ok {
+		st.Metadata = &md
 	}
 	return st, nil
 }
