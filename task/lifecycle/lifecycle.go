@@ -231,7 +231,6 @@ func describe(o agentrun.Outcome) string {
 	return strings.TrimSpace(o.Reason + " " + o.Signal)
 }
 
-
 func finish(l stage.Layout, md Metadata) (Metadata, error) {
 	md.EndedAt = time.Now().UTC()
 	md.DurationMS = md.EndedAt.Sub(md.StartedAt).Milliseconds()
