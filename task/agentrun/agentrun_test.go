@@ -3,6 +3,7 @@ package agentrun_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,5 +189,24 @@ for n in range(8):
 	}
 	if maxMem < 32<<20 || maxCPU < 0.05 {
 		t.Errorf("heartbeats saw at most %d bytes and %.2f s CPU", maxMem, maxCPU)
+	}
+}
+
+// TestLastHeartbeatReadsTheLastCompleteLine: a torn last line is skipped,
+// and a long file is read from its tail.
+func TestLastHeartbeatReadsTheLastCompleteLine(t *testing.T) {
+	dir := t.TempDir()
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, `{"time":"2026-01-01T00:00:00Z","task_id":"t","progress":{"tool_calls":%d}}`+"\n", i)
+	}
+	b.WriteString(`{"time":"2026-01-01T00:00:01Z","task_id":"t","progr`) // torn by a crash
+	os.WriteFile(filepath.Join(dir, agentrun.HeartbeatFile), []byte(b.String()), 0o644)
+	hb, ok := agentrun.LastHeartbeat(dir)
+	if !ok || hb.Progress.ToolCalls != 1999 {
+		t.Errorf("last heartbeat = %+v %v", hb, ok)
+	}
+	if _, ok := agentrun.LastHeartbeat(t.TempDir()); ok {
+		t.Error("a heartbeat from no file")
 	}
 }

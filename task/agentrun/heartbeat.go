@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -74,25 +75,34 @@ func (h *heartbeats) run(every time.Duration, done <-chan struct{}) {
 	}
 }
 
-// LastHeartbeat reads the last complete line of a task's metrics.jsonl.
+// heartbeatTail is how much of metrics.jsonl LastHeartbeat reads: the
+// file grows all run long, a heartbeat line is a few hundred bytes.
+const heartbeatTail = 16 << 10
+
+// LastHeartbeat reads the last complete line of a task's metrics.jsonl,
+// reading only the file's tail.
 func LastHeartbeat(progressDir string) (*Heartbeat, bool) {
-	b, err := os.ReadFile(filepath.Join(progressDir, HeartbeatFile))
+	f, err := os.Open(filepath.Join(progressDir, HeartbeatFile))
 	if err != nil {
 		return nil, false
 	}
-	for end := len(b); end > 0; {
-		start := end - 1
-		for start > 0 && b[start-1] != '\n' {
-			start--
-		}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false
+	}
+	off := max(fi.Size()-heartbeatTail, 0)
+	b := make([]byte, fi.Size()-off)
+	n, _ := f.ReadAt(b, off)
+	b = b[:n]
+	for len(b) > 0 {
+		b = bytes.TrimRight(b, "\n")
+		line := b[bytes.LastIndexByte(b, '\n')+1:]
 		var hb Heartbeat
-		if json.Unmarshal(b[start:end], &hb) == nil && !hb.Time.IsZero() {
+		if json.Unmarshal(line, &hb) == nil && !hb.Time.IsZero() {
 			return &hb, true
 		}
-		end = start
-		if end > 0 {
-			end-- // skip the newline
-		}
+		b = b[:len(b)-len(line)]
 	}
 	return nil, false
 }

@@ -45,7 +45,7 @@ const streamPoll = 200 * time.Millisecond
 // the task is terminal and everything was sent.
 func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := a.status(id); err != nil {
+	if _, err := a.s.Open(id); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -65,7 +65,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 	progress := filepath.Join(a.s.Dir(id), "outbox", "progress")
 	offsets := map[string]int64{}
 	for {
-		st, err := a.status(id)
+		st, err := a.record(id)
 		terminal := err == nil && st.State.Terminal()
 		for _, m := range a.news(progress, offsets) {
 			if err := send(m); err != nil {

@@ -142,6 +142,16 @@ func (a *api) status(id string) (TaskStatus, error) {
 	return st, nil
 }
 
+// record is a task's checkpoint alone: what the log and stream loops
+// read on every poll (status also parses the manifest and metadata).
+func (a *api) record(id string) (state.Record, error) {
+	m, err := a.s.Open(id)
+	if err != nil {
+		return state.Record{}, err
+	}
+	return m.Current(), nil
+}
+
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	st, err := a.status(r.PathValue("id"))
 	if err != nil {
@@ -275,7 +285,7 @@ func (a *api) logs(w http.ResponseWriter, r *http.Request) {
 	lastSend := time.Now()
 	for {
 		terminal := false
-		if st, err := a.status(id); err == nil && st.State.Terminal() {
+		if rec, err := a.record(id); err == nil && rec.State.Terminal() {
 			terminal = true
 		}
 		for _, stream := range []string{"stdout", "stderr"} {
