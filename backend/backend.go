@@ -65,10 +65,10 @@ type Spec struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	// Stdin, when non-nil, is the process's standard input; otherwise it
-	// reads from /dev/null. Used by interactive task shells. Pass an
-	// *os.File (a pipe or pty end): any other reader is copied by exec,
-	// and Run waits for that copy to reach EOF even after the process
-	// exited.
+	// reads from /dev/null. Used by interactive task shells. An *os.File
+	// is handed to the process as is; any other reader is copied through
+	// a pipe, and Run returns when the process ends whether or not the
+	// reader reached EOF (see StdinFile).
 	Stdin io.Reader
 	// TTY asks for a controlling terminal (interactive shells only).
 	TTY bool

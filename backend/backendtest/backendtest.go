@@ -11,6 +11,7 @@ package backendtest
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,8 @@ func Run(t *testing.T, b backend.Backend) {
 		{"MissingProgram", missingProgram},
 		{"LargeOutput", largeOutput},
 		{"StdinIsEmpty", stdinEmpty},
+		{"StdinReaderIsPiped", stdinReader},
+		{"OpenStdinDoesNotHoldRun", stdinStaysOpen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
@@ -269,6 +272,32 @@ func stdinEmpty(t *testing.T, b backend.Backend) {
 	wantExit(t, run(t, b, spec), 0)
 	if strings.TrimSpace(out.String()) != "0" {
 		t.Errorf("wc -c of stdin = %q, want 0", out.String())
+	}
+}
+
+func stdinReader(t *testing.T, b backend.Backend) {
+	spec, out, _ := Spec(t, "/usr/bin/wc", "-c")
+	spec.Stdin = strings.NewReader("12345")
+	wantExit(t, run(t, b, spec), 0)
+	if strings.TrimSpace(out.String()) != "5" {
+		t.Errorf("wc -c of a 5-byte stdin = %q", out.String())
+	}
+}
+
+// stdinStaysOpen: a process that ignores its stdin ends while the reader
+// behind it never reaches EOF (an interactive terminal); Run returns.
+func stdinStaysOpen(t *testing.T, b backend.Backend) {
+	spec, _, _ := Spec(t, "/bin/true")
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	spec.Stdin = pr
+	done := make(chan backend.Outcome, 1)
+	go func() { done <- run(t, b, spec) }()
+	select {
+	case out := <-done:
+		wantExit(t, out, 0)
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return after the process exited: it waits for a stdin that never ends")
 	}
 }
 

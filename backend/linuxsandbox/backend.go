@@ -145,7 +145,16 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{initArg0}
 	cmd.Env = []string{}
-	cmd.Stdin = spec.Stdin
+	stdin, closeStdin, err := backend.StdinFile(spec.Stdin)
+	if err != nil {
+		cfgR.Close()
+		cfgW.Close()
+		resR.Close()
+		resW.Close()
+		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the stdin pipe")
+	}
+	defer closeStdin()
+	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{cfgR, resW}
 	cmd.WaitDelay = time.Second

@@ -69,12 +69,17 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 			return out, job.Errorf(job.CodePathEscape, "program path leaves the workspace").With("argv0", spec.Argv[0])
 		}
 	}
+	stdin, closeStdin, err := backend.StdinFile(spec.Stdin)
+	if err != nil {
+		return out, job.Wrap(job.CodeRunIOFailed, err, "cannot create the stdin pipe")
+	}
+	defer closeStdin()
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        spec.Argv,
 		Env:         append([]string{}, spec.Env...),
 		Dir:         dir,
-		Stdin:       spec.Stdin,
+		Stdin:       stdin,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	drains, err := attachOutput(cmd, spec)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -122,18 +121,9 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 		detach()
 		return shellExit(out, err)
 	}
-	// stdin goes through a pipe the CLI owns: exec would wait for a copy
-	// from a still-open terminal or pipe forever after the shell exited.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return job.Wrap(job.CodeRunIOFailed, err, "cannot create the stdin pipe")
-	}
-	defer pr.Close()
-	go func() {
-		io.Copy(pw, os.Stdin)
-		pw.Close()
-	}()
-	spec.Stdin, spec.Stdout, spec.Stderr = pr, writerOnly{os.Stdout}, writerOnly{os.Stderr}
+	// Wrapped, so the backend copies through a pipe and the sandbox never
+	// holds the user's own descriptor.
+	spec.Stdin, spec.Stdout, spec.Stderr = readerOnly{os.Stdin}, writerOnly{os.Stdout}, writerOnly{os.Stderr}
 	ctx, stopInt := signal.NotifyContext(ctx, os.Interrupt)
 	defer stopInt()
 	return shellExit(b.Run(ctx, spec))
