@@ -94,10 +94,10 @@ children: {max_concurrent: 1, wait_for_children: true, aggregate_artifacts: true
 		t.Fatalf("parent = %v", st)
 	}
 	type rec struct {
-		State     string `json:"state"`
-		ParentID  string `json:"parent_id"`
-		StartedAt string `json:"started_at"`
-		EndedAt   string `json:"ended_at"`
+		State     string    `json:"state"`
+		ParentID  string    `json:"parent_id"`
+		StartedAt time.Time `json:"started_at"`
+		EndedAt   time.Time `json:"ended_at"`
 	}
 	var c1, c2, p rec
 	getJSON(t, base+"/api/v1/tasks/child-1", &c1)
@@ -106,11 +106,10 @@ children: {max_concurrent: 1, wait_for_children: true, aggregate_artifacts: true
 	if c1.State != "completed" || c2.State != "completed" || c1.ParentID != "parent" || c2.ParentID != "parent" {
 		t.Fatalf("children = %+v %+v", c1, c2)
 	}
-	// RFC 3339 UTC strings of equal layout compare as times.
-	if c2.StartedAt < c1.EndedAt {
+	if c2.StartedAt.Before(c1.EndedAt) {
 		t.Errorf("max_concurrent 1: child-2 started %s before child-1 ended %s", c2.StartedAt, c1.EndedAt)
 	}
-	if p.EndedAt < c2.EndedAt {
+	if p.EndedAt.Before(c2.EndedAt) {
 		t.Errorf("wait_for_children: parent ended %s before child-2 %s", p.EndedAt, c2.EndedAt)
 	}
 	for _, id := range []string{"x1", "x2", "x3", "x4", "x5", "x6"} {
