@@ -47,19 +47,25 @@ type Status struct {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr http.Header) (*http.Response, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
+	if body == nil {
+		return c.Do(ctx, method, path, "", nil, hdr)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, r)
+	return c.Do(ctx, method, path, "application/json", bytes.NewReader(body), hdr)
+}
+
+// Do sends one request with the client's token and turns an error
+// response into its *job.Error (other routes than jobs, such as the task
+// API, go through it too).
+func (c *Client) Do(ctx context.Context, method, path, contentType string, body io.Reader, hdr http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
 	if err != nil {
 		return nil, job.Wrap(job.CodeInvalidRequest, err, "bad request")
 	}
 	for k, vs := range hdr {
 		req.Header[k] = vs
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-runner/agent-runner/client"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -21,30 +22,7 @@ import (
 type taskClient struct{ sf serverFlags }
 
 func (c *taskClient) do(ctx context.Context, method, path, ctype string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.sf.url, "/")+path, body)
-	if err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "bad server URL")
-	}
-	if ctype != "" {
-		req.Header.Set("Content-Type", ctype)
-	}
-	if c.sf.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.sf.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot reach agent-runner").With("url", c.sf.url)
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		var e struct{ Error *job.Error }
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if json.Unmarshal(b, &e) == nil && e.Error != nil {
-			return nil, e.Error
-		}
-		return nil, job.Errorf(job.CodeInternal, "HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
-	}
-	return resp, nil
+	return client.New(c.sf.url, c.sf.token).Do(ctx, method, path, ctype, body, nil)
 }
 
 func (c *taskClient) printJSON(ctx context.Context, method, path string) (map[string]any, error) {
