@@ -122,18 +122,11 @@ func (h *handlers) artifacts(ctx context.Context, _ *mcp.CallToolRequest, a JobA
 	return nil, ArtifactsOutput{JobID: a.JobID, Artifacts: res.Artifacts}, nil
 }
 
-func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+func (h *handlers) cancel(ctx context.Context, req *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
 	if err := h.cfg.Jobs.Cancel(ctx, a.JobID); err != nil {
 		return toolError(err), JobOutput{}, nil
 	}
-	st, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
-	if err != nil {
-		return toolError(err), JobOutput{}, nil
-	}
-	if res != nil {
-		return nil, resultOutput(*res), nil
-	}
-	return nil, JobOutput{JobID: a.JobID, Status: string(st)}, nil
+	return h.status(ctx, req, a)
 }
 
 // Request applies the adapter rules (no shell strings, approved workspace
