@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
-	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -24,16 +22,6 @@ import (
 func TestMain(m *testing.M) {
 	linuxsandbox.MaybeInit()
 	os.Exit(m.Run())
-}
-
-// sandbox is linux_sandbox where it works (CI is root), else local_process.
-func sandbox(t *testing.T) backend.Backend {
-	b := linuxsandbox.New()
-	if err := b.Available(context.Background()); err != nil {
-		t.Logf("linux_sandbox unavailable (%v); running the agent on local_process", err)
-		return localprocess.Backend{}
-	}
-	return b
 }
 
 // staged returns a staged task whose agent is a shell script.
@@ -76,7 +64,7 @@ printf '{"type":"result","subtype":"success"}\n'`
 	l, tk, origin := staged(t, script, "1h")
 	var live strings.Builder
 	out, err := agentrun.Run(context.Background(), l, tk, map[string]string{"ANTHROPIC_API_KEY": secret}, agentrun.Config{
-		Backend: sandbox(t), Output: func(stream string, p []byte) { live.Write(p) },
+		Backend: tasktest.Backend(t), Output: func(stream string, p []byte) { live.Write(p) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +101,7 @@ printf '{"type":"result","subtype":"success"}\n'`
 
 func TestHangTimeout(t *testing.T) {
 	l, tk, _ := staged(t, `echo started; sleep 60`, "1h")
-	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t), HangTimeout: 400 * time.Millisecond})
+	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: tasktest.Backend(t), HangTimeout: 400 * time.Millisecond})
 	if err != nil || out.Reason != agentrun.ReasonHang {
 		t.Errorf("silent agent = %+v %v, want reason hang", out, err)
 	}
@@ -121,7 +109,7 @@ func TestHangTimeout(t *testing.T) {
 
 func TestTaskTimeout(t *testing.T) {
 	l, tk, _ := staged(t, `while true; do echo tick; sleep 0.1; done`, "1s")
-	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t), HangTimeout: time.Minute})
+	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: tasktest.Backend(t), HangTimeout: time.Minute})
 	if err != nil || out.Reason != job.ReasonTimeout {
 		t.Errorf("endless agent = %+v %v, want reason timeout", out, err)
 	}
@@ -130,7 +118,7 @@ func TestTaskTimeout(t *testing.T) {
 func TestEgressRefused(t *testing.T) {
 	l, tk, _ := staged(t, `true`, "1h")
 	tk.VM.NetworkMode = "outbound"
-	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: sandbox(t)})
+	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: tasktest.Backend(t)})
 	if job.CodeOf(err) != job.CodeNetworkDenied {
 		t.Errorf("outbound task = %v, want %s", err, job.CodeNetworkDenied)
 	}
@@ -152,7 +140,7 @@ for n in range(8):
         pass
 '`
 	l, tk, _ := staged(t, script, "1h")
-	b := sandbox(t)
+	b := tasktest.Backend(t)
 	out, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: b, HeartbeatEvery: 100 * time.Millisecond})
 	if err != nil || out.ExitCode == nil || *out.ExitCode != 0 {
 		t.Fatalf("run = %+v %v", out, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 // BenchmarkTaskLifecycle runs whole tasks (clone of a small local repo,
@@ -33,7 +34,7 @@ func benchTasks(b *testing.B, extra string) {
 		b.StopTimer()
 		dir, tk, doc := submit(b, `echo changed > a.txt`, extra)
 		b.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
-		cfg := lifecycle.Config{Backend: sandbox(b), CloneBackoff: &quick}
+		cfg := lifecycle.Config{Backend: tasktest.Backend(b), CloneBackoff: &quick}
 		b.StartTimer()
 		md, err := lifecycle.Run(context.Background(), dir, tk, doc, cfg)
 		if err != nil || md.State != state.Completed {

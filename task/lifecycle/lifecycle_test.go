@@ -10,9 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
-	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -24,14 +22,6 @@ import (
 func TestMain(m *testing.M) {
 	linuxsandbox.MaybeInit()
 	os.Exit(m.Run())
-}
-
-func sandbox(t testing.TB) backend.Backend {
-	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
-		return b
-	}
-	t.Log("linux_sandbox unavailable; tasks run on local_process")
-	return localprocess.Backend{}
 }
 
 // defaultVM is the vm block submit adds unless extra has its own.
@@ -72,12 +62,12 @@ func TestCompletedTask(t *testing.T) {
 	dir, tk, doc := submit(t, `echo changed > a.txt; mkdir -p reports; echo '{"ok":true}' > reports/r.json; echo "token=$AGENT_TASK_TOKEN key=$API_KEY"`,
 		"secrets: [{name: API_KEY, source: env, key: TEST_API_KEY}]\nlifecycle: {artifact_patterns: [\"reports/*.json\"]}\n")
 	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{
-		Backend: sandbox(t), CloneBackoff: &quick, Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
+		Backend: tasktest.Backend(t), CloneBackoff: &quick, Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
 	})
 	if err != nil || md.State != state.Completed {
 		t.Fatalf("task = %+v %v", md, err)
 	}
-	if b := sandbox(t); slices.Contains(b.Capabilities().Enforces, job.LimitMemory) && (md.PeakMemoryBytes == 0 || md.CPUSeconds == 0) {
+	if b := tasktest.Backend(t); slices.Contains(b.Capabilities().Enforces, job.LimitMemory) && (md.PeakMemoryBytes == 0 || md.CPUSeconds == 0) {
 		t.Errorf("no run totals from the cgroups: %+v", md)
 	}
 	if len(md.TokenHash) != 64 {
@@ -114,7 +104,7 @@ func TestCompletedTask(t *testing.T) {
 func TestFailurePreserveAndDestroy(t *testing.T) {
 	for action, want := range map[string]state.State{"preserve": state.FailedPreserved, "destroy": state.Failed} {
 		dir, tk, doc := submit(t, `echo partial > a.txt; exit 3`, "lifecycle: {failure_action: "+action+"}\n")
-		md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+		md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 		if err != nil || md.State != want || md.ExitCode == nil || *md.ExitCode != 3 {
 			t.Errorf("%s: %+v %v", action, md, err)
 		}
@@ -130,7 +120,7 @@ func TestFailurePreserveAndDestroy(t *testing.T) {
 
 func TestVaultWithoutConfigurationFails(t *testing.T) {
 	dir, tk, doc := submit(t, `true`, "secrets: [{name: TOKEN, source: vault, key: kv/x}]\n")
-	md, _ := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, _ := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if md.State != state.Failed || md.Error == nil || !strings.Contains(md.Error.Message, "vault is not configured") {
 		t.Errorf("vault task = %+v", md)
 	}
@@ -149,7 +139,7 @@ func TestCancelMidRun(t *testing.T) {
 			}
 		}
 	}()
-	md, _ := lifecycle.Run(ctx, dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, _ := lifecycle.Run(ctx, dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if md.State != state.Cancelled || md.Error == nil || md.Error.Code != job.CodeRunCanceled {
 		t.Errorf("cancelled task = %+v", md)
 	}
@@ -171,7 +161,7 @@ func TestArtifactPatternsStayInTheWorkspace(t *testing.T) {
 	dir, tk, doc := submit(t, `mkdir -p reports coverage/a/b && ln -s /etc reports/etc && ln -s /etc/passwd reports/passwd.json &&
 echo '{}' > reports/ok.json && echo deep > coverage/a/b/c.txt && ln -s /etc coverage/a/etc`,
 		"lifecycle: {artifact_patterns: [\"reports/*\", \"reports/*/*\", \"coverage/**/*\", \"**/passwd\"]}\n")
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if err != nil || md.State != state.Completed {
 		t.Fatalf("task = %+v %v", md, err)
 	}
@@ -204,7 +194,7 @@ func TestDiskQuotaIsEnforced(t *testing.T) {
 	dir, tk, doc := submit(t, `dd if=/dev/zero of=big bs=1M count=100 2>&1; ls -l big; exit 9`,
 		"vm: {memory: 512M, cpus: 1, disk: 64M}\nlifecycle: {failure_action: preserve}\n")
 	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +235,7 @@ func TestDiskQuotaWithFailureDestroy(t *testing.T) {
 	}
 	dir, tk, doc := submit(t, `exit 1`, "vm: {memory: 512M, cpus: 1, disk: 32M}\n")
 	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if err != nil || md.State != state.Failed {
 		t.Fatalf("task = %+v %v", md, err)
 	}
@@ -267,7 +257,7 @@ func TestFailedStagingLeavesNoMount(t *testing.T) {
 	dir, tk, doc := submit(t, `true`, "vm: {memory: 512M, cpus: 1, disk: 32M}\n")
 	t.Cleanup(func() { stage.RemoveWorkspace(stage.Layout{Dir: dir}) })
 	tk.Repository.Branch = "no-such-branch"
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: sandbox(t), CloneBackoff: &quick})
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
 	if err != nil || md.State != state.Failed {
 		t.Fatalf("task = %+v %v", md, err)
 	}

@@ -1,7 +1,6 @@
 package taskapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
-	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/taskapi"
@@ -46,10 +43,7 @@ func setupWith(t *testing.T, extra map[string]string, configure ...func(*tasksto
 		tasktest.Git(t, origin, "add", ".")
 		tasktest.Git(t, origin, "commit", "--quiet", "-m", "extra files")
 	}
-	var b backend.Backend = localprocess.Backend{}
-	if sb := linuxsandbox.New(); sb.Available(context.Background()) == nil {
-		b = sb
-	}
+	b := tasktest.Backend(t)
 	quick := stage.Backoff{Base: time.Millisecond, Max: time.Millisecond, Attempts: 1}
 	s, err := taskstore.New(filepath.Join(base, "tasks"), lifecycle.Config{Backend: b, CloneBackoff: &quick, HeartbeatEvery: 100 * time.Millisecond})
 	if err != nil {

@@ -4,11 +4,16 @@
 package tasktest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
+	"github.com/agent-runner/agent-runner/backend/localprocess"
 )
 
 // Git runs git in dir with a fixed author and fails the test on error; it
@@ -52,4 +57,15 @@ func Origin(t testing.TB, files map[string]string) string {
 	Git(t, origin, "add", ".")
 	Git(t, origin, "commit", "--quiet", "-m", "init")
 	return origin
+}
+
+// Backend is linux_sandbox where it works (CI is root), else
+// local_process, said in the test log. The test binary's TestMain must
+// call linuxsandbox.MaybeInit.
+func Backend(t testing.TB) backend.Backend {
+	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
+		return b
+	}
+	t.Log("linux_sandbox unavailable; tasks run on local_process")
+	return localprocess.Backend{}
 }
