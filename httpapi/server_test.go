@@ -50,7 +50,7 @@ type opts struct {
 func newEnv(t *testing.T, o opts) *env {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), KillGrace: 200 * time.Millisecond})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", KillGrace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ func ExampleRunRequest() {
 		Workspace: job.Workspace{Path: ws},
 		Command:   job.Command{Argv: []string{"cat", "hello.txt"}},
 		Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}},
+		Backend:   job.BackendSpec{Kind: "local_process"},
 	}, filepath.Join(dir, "store"))
 	if err != nil {
 		fmt.Println("invalid request:", err)

@@ -140,6 +140,10 @@ func (e *execution) run(ctx context.Context) error {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, derr.Message)
 		return derr
 	}
+	if !e.r.Enabled(e.req.Backend.Kind) {
+		return job.Errorf(job.CodeBackendUnavail, "backend is not enabled on this runner").
+			With("backend", e.req.Backend.Kind).With("reason", "not among the runner's enabled backends").With("enabled", e.r.cfg.Backends)
+	}
 	b, ok := backend.Lookup(e.req.Backend.Kind)
 	if !ok {
 		return job.Errorf(job.CodeBackendUnavail, "backend is not registered").With("backend", e.req.Backend.Kind)

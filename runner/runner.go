@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,11 +20,18 @@ import (
 // the policy settings only the operator may change, and the store.
 type Config struct {
 	StoreDir string
-	// DefaultBackend is used when a request names none ("local_process").
+	// DefaultBackend is used when a request names none (default
+	// "linux_sandbox": a runner never falls back to an unisolated backend).
 	DefaultBackend string
-	Defaults       job.Limits
-	Max            job.Limits
-	Policy         policy.Config
+	// Backends, when non-empty, are the only kinds this runner runs. A
+	// request naming another is refused by Prepare
+	// (validation.invalid_request), and Execute ends a job queued with one
+	// as backend_unavailable. serve, worker and mcp leave local_process out
+	// unless the operator passed --unsafe-local-process.
+	Backends []string
+	Defaults job.Limits
+	Max      job.Limits
+	Policy   policy.Config
 	// RequireEnforcement turns a backend that cannot enforce a limit into
 	// a backend_unavailable result instead of a recorded "not_enforced".
 	RequireEnforcement bool
@@ -60,7 +68,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg.StoreDir = "agent-runner-runs"
 	}
 	if cfg.DefaultBackend == "" {
-		cfg.DefaultBackend = "local_process"
+		cfg.DefaultBackend = "linux_sandbox"
 	}
 	if cfg.Policy.BaseEnv == nil {
 		cfg.Policy.BaseEnv = DefaultBaseEnv
@@ -88,6 +96,12 @@ func (r *Runner) Store() *store.Store { return r.store }
 // Config returns the runner configuration.
 func (r *Runner) Config() Config { return r.cfg }
 
+// Enabled reports whether this runner runs jobs on backend kind (see
+// Config.Backends).
+func (r *Runner) Enabled(kind string) bool {
+	return len(r.cfg.Backends) == 0 || slices.Contains(r.cfg.Backends, kind)
+}
+
 // NewJobID returns a fresh "job_<uuid>" id (UUIDv7, so ids sort by time).
 func NewJobID() string {
 	id, err := uuid.NewV7()
@@ -109,6 +123,10 @@ func (r *Runner) Prepare(req *job.Request) error {
 	})
 	if err != nil {
 		return err
+	}
+	if !r.Enabled(req.Backend.Kind) {
+		return job.Errorf(job.CodeInvalidRequest, "backend.kind: %s is not enabled on this runner", req.Backend.Kind).
+			With("field", "backend.kind").With("kind", req.Backend.Kind).With("enabled", r.cfg.Backends)
 	}
 	b, _ := backend.Lookup(req.Backend.Kind)
 	if req.Workspace.SnapshotStrategy == job.SnapshotOverlay && !b.Capabilities().Overlay {

@@ -42,7 +42,7 @@ func newFixture(t *testing.T, files map[string]string) *fixture {
 		}
 	}
 	os.MkdirAll(ws, 0o755)
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), KillGrace: 200 * time.Millisecond})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", KillGrace: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestRequireEnforcement(t *testing.T) {
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), RequireEnforcement: true})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", RequireEnforcement: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	dir := t.TempDir()
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store")})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process"})
 	if err != nil {
 		t.Fatal(err)
 	}

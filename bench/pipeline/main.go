@@ -136,7 +136,7 @@ func jobVariant(name, base string, durable bool) (*variant, func(), error) {
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "README"), []byte("tiny workspace\n"), 0o644)
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), Durable: durable})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", Durable: durable})
 	if err != nil {
 		cleanup()
 		return nil, nil, err
