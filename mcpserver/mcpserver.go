@@ -17,6 +17,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 // Config configures the MCP server.
@@ -27,6 +28,8 @@ type Config struct {
 	// WorkspaceRoots are the directories a workspace_path must lie under.
 	// With none, every sandbox.run is refused.
 	WorkspaceRoots []string
+	// Excluded are refused even under a root (the run store).
+	Excluded []string
 	// AllowShell lets argv name a shell (the request policy must still
 	// allow it).
 	AllowShell bool
@@ -176,32 +179,9 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 }
 
 // approved resolves the workspace (symlinks included) and requires it to
-// lie under an operator-approved root.
+// lie under an operator-approved root, away from the run store.
 func (h *handlers) approved(path string) (string, error) {
-	escape := func(msg string) error {
-		return job.Errorf(job.CodePathEscape, "%s", msg).With("workspace_path", path)
-	}
-	if path == "" {
-		return "", escape("workspace_path is required")
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", escape("workspace_path is not usable")
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", job.Errorf(job.CodeInvalidRequest, "workspace_path does not exist").With("workspace_path", path)
-	}
-	for _, root := range h.cfg.WorkspaceRoots {
-		r, err := filepath.EvalSymlinks(root)
-		if err != nil {
-			continue
-		}
-		if real == r || strings.HasPrefix(real, r+string(filepath.Separator)) {
-			return real, nil
-		}
-	}
-	return "", escape("workspace_path is not under an approved workspace root")
+	return workspaceroot.Roots{Dirs: h.cfg.WorkspaceRoots, Excluded: h.cfg.Excluded}.Check(path)
 }
 
 // resultOutput renders a terminal result.

@@ -38,7 +38,7 @@ func init() {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: roots, AllowShell: allowShell})
+			s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell})
 			return s.Run(ctx, &mcp.StdioTransport{})
 		},
 	}
