@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/agent-runner/agent-runner/job"
 )
@@ -150,9 +151,10 @@ func copyFiles(ctx context.Context, src, dst string, entries []Entry, sums []str
 }
 
 // copyFile copies one regular file without following a symlink swapped in
-// after the walk (O_NOFOLLOW) and returns its SHA-256.
+// after the walk (O_NOFOLLOW) or blocking on a FIFO swapped in
+// (O_NONBLOCK, then fstat: regular files only) and returns its SHA-256.
 func copyFile(from, to string, perm fs.FileMode) (string, error) {
-	in, err := os.OpenFile(from, os.O_RDONLY|noFollow, 0)
+	in, err := os.OpenFile(from, os.O_RDONLY|noFollow|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return "", err
 	}

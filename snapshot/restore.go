@@ -10,50 +10,64 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/safepath"
 )
 
 // Restore copies the entries of manifest m from a stored snapshot dir into
 // dst, verifying each file's SHA-256, and fails if anything differs (a job
 // may have modified its own snapshot). Paths come from the manifest, so
-// they are re-checked with safepath before use.
+// they are re-checked with safepath before use, and src is read through
+// package safecopy: no symlink is followed in any component (an entry
+// "a/passwd" under a job-made "a -> /etc" is refused), a FIFO or device
+// where a file was is refused without blocking, and the files together may
+// not hold more bytes than the manifest recorded, counted on the bytes
+// read (a sparse file swapped in is cut off, not copied).
 func Restore(ctx context.Context, src, dst string, m Manifest) error {
+	root, err := safecopy.OpenRoot(src)
+	if err != nil {
+		return job.Wrap(job.CodeSnapshotFailed, err, "cannot open the stored snapshot")
+	}
+	defer root.Close()
+	left := max(m.Bytes, 0) // bytes the manifest's files may still hold
 	for _, r := range m.Entries {
 		if err := ctx.Err(); err != nil {
-			return err
+			return snapshotErr(err)
 		}
 		rel, err := safepath.Clean(r.Path)
 		if err != nil || rel == "." {
-			return fmt.Errorf("manifest entry %q: %w", r.Path, err)
+			return job.Errorf(job.CodeSnapshotFailed, "manifest entry %q: %v", r.Path, err)
 		}
 		mode, _ := strconv.ParseUint(r.Mode, 8, 32)
 		to := filepath.Join(dst, filepath.FromSlash(rel))
-		from := filepath.Join(src, filepath.FromSlash(rel))
 		switch r.Type {
 		case "dir":
 			if err := os.MkdirAll(to, fs.FileMode(mode)|0o700); err != nil {
-				return err
+				return snapshotErr(err)
 			}
 		case "symlink":
 			if !symlinkInside(rel, r.Target) {
-				return fmt.Errorf("manifest symlink %q escapes", rel)
+				return job.Errorf(job.CodeSnapshotFailed, "manifest symlink %q escapes", rel)
 			}
 			os.MkdirAll(filepath.Dir(to), 0o755)
 			if err := os.Symlink(r.Target, to); err != nil {
-				return err
+				return snapshotErr(err)
 			}
 		case "file":
 			os.MkdirAll(filepath.Dir(to), 0o755)
-			sum, err := copyFile(from, to, fs.FileMode(mode))
+			c, err := root.CopyFile(ctx, rel, to, fs.FileMode(mode).Perm(), left)
 			if err != nil {
-				return err
+				return job.Wrap(job.CodeSnapshotFailed, err, "cannot restore "+rel+" from the stored snapshot")
 			}
-			if sum != r.SHA256 {
-				return fmt.Errorf("%s changed since the snapshot was taken", rel)
+			left -= c.Size
+			if c.SHA256 != r.SHA256 {
+				return job.Errorf(job.CodeSnapshotFailed, "%s changed since the snapshot was taken", rel)
 			}
 		default:
-			return fmt.Errorf("manifest entry %q has unknown type %q", rel, r.Type)
+			return job.Errorf(job.CodeSnapshotFailed, "manifest entry %q has unknown type %q", rel, r.Type)
 		}
 	}
 	return nil
@@ -76,9 +90,14 @@ func Hash(ctx context.Context, src string, opt Options) (string, error) {
 		if !e.Mode.IsRegular() {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(src, filepath.FromSlash(e.Rel)), os.O_RDONLY|noFollow, 0)
+		// O_NONBLOCK: a FIFO swapped in after the walk must not block.
+		f, err := os.OpenFile(filepath.Join(src, filepath.FromSlash(e.Rel)), os.O_RDONLY|noFollow|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 		if err != nil {
 			return "", err
+		}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			return "", fmt.Errorf("%s is no longer a regular file", e.Rel)
 		}
 		h := sha256.New()
 		_, err = io.Copy(h, f)
