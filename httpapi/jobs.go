@@ -81,6 +81,10 @@ func (s *Server) Submit(ctx context.Context, req *job.Request) (Accepted, bool, 
 	}
 	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
 	defer span.End()
+	if err := s.admit(req); err != nil {
+		s.metrics.rejected(job.CodeOf(err))
+		return Accepted{}, false, err
+	}
 	if err := s.cfg.Runner.Prepare(req); err != nil {
 		s.metrics.rejected(job.CodeOf(err))
 		return Accepted{}, false, err
@@ -116,6 +120,22 @@ func (s *Server) Submit(ctx context.Context, req *job.Request) (Accepted, bool, 
 	s.metrics.accepted(req.Backend.Kind)
 	s.log.Info("job accepted", telemetry.KeyJobID, req.JobID, telemetry.KeyTraceID, req.Trace.String(job.TraceID), "backend", req.Backend.Kind)
 	return Accepted{JobID: req.JobID, Status: job.StatusQueued}, true, nil
+}
+
+// admit holds a submitted workspace.path to the operator's workspace
+// roots, before anything else looks at the path (so whether a file exists
+// outside them is not disclosed), and replaces it with the resolved path it
+// checked.
+func (s *Server) admit(req *job.Request) error {
+	if s.cfg.WorkspaceRoots == nil || req.Workspace.Path == "" {
+		return nil
+	}
+	real, err := s.cfg.WorkspaceRoots.Check(req.Workspace.Path)
+	if err != nil {
+		return job.AsError(err).With("field", "workspace.path")
+	}
+	req.Workspace.Path = real
+	return nil
 }
 
 // resubmit answers a submit whose job_id exists: the same request is

@@ -18,6 +18,7 @@ import (
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 // Scopes of the routes, re-exported from package auth for readability.
@@ -46,6 +47,10 @@ type Config struct {
 	KeepAlive time.Duration
 	Registry  *prometheus.Registry
 	Tracer    trace.Tracer
+	// WorkspaceRoots, when set, is where a submitted workspace.path must
+	// lie (validation.path_escape otherwise); serve always sets it, nil
+	// leaves paths unchecked (library use).
+	WorkspaceRoots *workspaceroot.Roots
 }
 
 // Server serves the HTTP API.
