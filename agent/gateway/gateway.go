@@ -42,15 +42,15 @@ type ToolInfo struct {
 // Gateway dispatches tool calls under one policy. It is safe for
 // concurrent use.
 type Gateway struct {
-	policy *manifest.Policy
-	audit  *audit.Log
-	jobs   JobRunner
-	cwd    string
-	log    *slog.Logger
+	policy  *manifest.Policy
+	audit   *audit.Log
+	jobs    JobRunner
+	cwd     string
+	backend string
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	calls int64
-	sel   *backendChoice
 }
 
 // Option configures a Gateway.
@@ -59,6 +59,12 @@ type Option func(*Gateway)
 // WithCwd sets the directory relative tool paths are resolved against
 // (default: the process working directory).
 func WithCwd(dir string) Option { return func(g *Gateway) { g.cwd = dir } }
+
+// WithBackend sets the backend kind subprocess tools run on (default
+// linux_sandbox). When it is unavailable a tool call fails with
+// backend.unavailable; there is no fallback. local_process isolates
+// nothing: configure it only on the operator's explicit say-so.
+func WithBackend(kind string) Option { return func(g *Gateway) { g.backend = kind } }
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(g *Gateway) { g.log = l } }
@@ -72,6 +78,9 @@ func New(p *manifest.Policy, auditLog *audit.Log, jobs JobRunner, opts ...Option
 	}
 	if g.cwd == "" {
 		g.cwd, _ = os.Getwd()
+	}
+	if g.backend == "" {
+		g.backend = BackendSandbox
 	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)

@@ -40,8 +40,8 @@ type JobToolResult struct {
 	StdoutTruncated bool       `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool       `json:"stderr_truncated,omitempty"`
 	Backend         string     `json:"backend"`
-	// BackendNote says when the job could not be isolated (local_process
-	// fallback) or when a write root was missing.
+	// BackendNote says when the job ran unisolated (local_process, only
+	// when the operator configured it) or when a write root was missing.
 	BackendNote string     `json:"backend_note,omitempty"`
 	Error       *job.Error `json:"error,omitempty"`
 }
@@ -49,7 +49,8 @@ type JobToolResult struct {
 // MaxJobOutputBytes caps each stream returned to the agent.
 const MaxJobOutputBytes = 64 << 10
 
-// Backend kinds the gateway chooses between.
+// Backend kinds: subprocess tools run on BackendSandbox unless the
+// operator configured another with WithBackend; never on a fallback.
 const (
 	BackendSandbox = "linux_sandbox"
 	BackendLocal   = "local_process"
@@ -153,7 +154,10 @@ func (g *Gateway) runJob(ctx context.Context, pc manifest.PinnedCommand, loc roo
 		return JobToolResult{}, openErr("working_directory", shown, err)
 	}
 	d.Close()
-	kind, note := g.backendKind(ctx)
+	kind, note, jerr := g.backendKind(ctx)
+	if jerr != nil {
+		return JobToolResult{}, jerr
+	}
 	readOnly, writable, missing := g.existingRoots()
 	if len(missing) > 0 {
 		note = strings.TrimSpace(note + " write roots not present, not mounted: " + strings.Join(missing, ", "))
@@ -207,29 +211,28 @@ func (g *Gateway) jobRequest(ctx context.Context, pc manifest.PinnedCommand, dir
 	return req
 }
 
-// backendChoice is the cached backend decision.
-type backendChoice struct{ kind, note string }
+// localNote is the backend_note of a job on local_process, which runs
+// only when the operator configured it (WithBackend).
+const localNote = "ran on local_process as configured by the operator: no filesystem, network or memory isolation"
 
-// backendKind picks linux_sandbox when it is registered and available,
-// else local_process with a note saying what is not isolated.
-func (g *Gateway) backendKind(ctx context.Context) (string, string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.sel != nil {
-		return g.sel.kind, g.sel.note
+// backendKind returns the configured backend when it is registered and
+// available now, else a backend.unavailable error with the probe's reason.
+// Nothing is cached: the next call probes again (an isolating backend
+// caches its own success).
+func (g *Gateway) backendKind(ctx context.Context) (string, string, *job.Error) {
+	b, ok := backend.Lookup(g.backend)
+	if !ok {
+		return "", "", job.Errorf(job.CodeBackendUnavail, "backend %s is not built into this binary", g.backend).
+			With("backend", g.backend).With("reason", "not registered")
 	}
-	c := backendChoice{kind: BackendSandbox}
-	b, ok := backend.Lookup(BackendSandbox)
-	switch {
-	case !ok:
-		c = backendChoice{BackendLocal, "linux_sandbox is not built in; ran on local_process: no filesystem, network or memory isolation"}
-	default:
-		if err := b.Available(ctx); err != nil {
-			c = backendChoice{BackendLocal, "linux_sandbox unavailable (" + err.Error() + "); ran on local_process: no filesystem, network or memory isolation"}
-		}
+	if err := b.Available(ctx); err != nil {
+		return "", "", job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").
+			With("backend", g.backend).With("reason", err.Error())
 	}
-	g.sel = &c
-	return c.kind, c.note
+	if g.backend == BackendLocal {
+		return g.backend, localNote, nil
+	}
+	return g.backend, "", nil
 }
 
 // existingRoots returns the read and write roots that exist as directories

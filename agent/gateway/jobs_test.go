@@ -49,7 +49,7 @@ func TestRunTestsBuildsJobRequest(t *testing.T) {
 	p := testerPolicy(t, dir, "")
 	code := 0
 	fj := &fakeJobs{res: job.Result{JobID: "job_1", Status: job.StatusCompleted, ExitCode: &code, Backend: "local_process", Stdout: job.Output{Text: "hi\n"}}}
-	g := New(p, nil, fj, WithCwd(dir))
+	g := New(p, nil, fj, WithCwd(dir), WithBackend(BackendLocal))
 	out, err := g.Invoke(context.Background(), "run_tests", json.RawMessage(`{"command":"/bin/echo","working_directory":"crate","args":["hi"]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,8 @@ func TestSubprocessDenials(t *testing.T) {
 }
 
 // TestSubprocessThroughRunner runs real jobs through the pipeline on
-// local_process (linux_sandbox is not linked into this test binary).
+// local_process, named explicitly (linux_sandbox is not linked into this
+// test binary).
 func TestSubprocessThroughRunner(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil || git != "/usr/bin/git" {
@@ -146,7 +147,7 @@ func TestSubprocessThroughRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(testerPolicy(t, dir, ""), nil, r, WithCwd(dir))
+	g := New(testerPolicy(t, dir, ""), nil, r, WithCwd(dir), WithBackend(BackendLocal))
 	out, err := g.Invoke(context.Background(), "run_tests", json.RawMessage(`{"command":"/bin/echo","working_directory":"crate","args":["ran"]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum, err := Scripted(context.Background(), tt.manifest, task, Options{RunsDir: runs})
+			sum, err := Scripted(context.Background(), tt.manifest, task, Options{Backend: "local_process", RunsDir: runs})
 			if err != nil {
 				t.Fatal(err)
 			}

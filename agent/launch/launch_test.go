@@ -58,6 +58,7 @@ func fixtureCopy(t *testing.T) string {
 func fixedOptions(dir string) Options {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return Options{
+		Backend: "local_process", // named explicitly: linux_sandbox is not linked in
 		RunsDir: filepath.Join(dir, "runs"),
 		Now:     func() time.Time { return t0 },
 		NewID:   func() string { return "00000000-0000-0000-0000-000000000001" },
@@ -116,7 +117,7 @@ func TestFixtureTasks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sum, err := Scripted(context.Background(), tt.manifest, task, Options{RunsDir: filepath.Join(dir, "runs")})
+			sum, err := Scripted(context.Background(), tt.manifest, task, Options{Backend: "local_process", RunsDir: filepath.Join(dir, "runs")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,7 +157,7 @@ func TestFixtureTasks(t *testing.T) {
 func TestRunnerWritesAuditAndSummary(t *testing.T) {
 	dir := fixtureCopy(t)
 	task, _ := LoadTask("tasks/log-watcher.json")
-	sum, err := Scripted(context.Background(), "agents/log-watcher.yaml", task, Options{RunsDir: filepath.Join(dir, "runs")})
+	sum, err := Scripted(context.Background(), "agents/log-watcher.yaml", task, Options{Backend: "local_process", RunsDir: filepath.Join(dir, "runs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestMaxRuntimeIsADeadline(t *testing.T) {
 		{Tool: "run_tests", Args: json.RawMessage(`{"command":"/bin/sleep","working_directory":"testdata/sample-crate","args":["30"]}`)},
 		{Tool: "tail_log", Args: json.RawMessage(`{"path":"testdata/sample-crate/Cargo.toml"}`)},
 	}}
-	sum, err := Scripted(context.Background(), "short.yaml", task, Options{RunsDir: filepath.Join(dir, "runs")})
+	sum, err := Scripted(context.Background(), "short.yaml", task, Options{Backend: "local_process", RunsDir: filepath.Join(dir, "runs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestCanceledParentStopsRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	task, _ := LoadTask("tasks/log-watcher.json")
-	sum, err := Scripted(ctx, "agents/log-watcher.yaml", task, Options{RunsDir: filepath.Join(dir, "runs")})
+	sum, err := Scripted(ctx, "agents/log-watcher.yaml", task, Options{Backend: "local_process", RunsDir: filepath.Join(dir, "runs")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestLoadTaskYAML(t *testing.T) {
 func TestVerifyRunCatchesCutTail(t *testing.T) {
 	dir := fixtureCopy(t)
 	task, _ := LoadTask("tasks/log-watcher.json")
-	sum, err := Scripted(context.Background(), "agents/log-watcher.yaml", task, Options{RunsDir: filepath.Join(dir, "runs")})
+	sum, err := Scripted(context.Background(), "agents/log-watcher.yaml", task, Options{Backend: "local_process", RunsDir: filepath.Join(dir, "runs")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,8 +43,12 @@ type Options struct {
 	// process working directory).
 	Cwd string
 	// Jobs runs subprocess tools; nil opens a runner on <run_dir>/jobs.
-	Jobs   gateway.JobRunner
-	Logger *slog.Logger
+	Jobs gateway.JobRunner
+	// Backend is the backend kind subprocess tools run on (default
+	// linux_sandbox; see gateway.WithBackend). When it is unavailable
+	// those tools fail with backend.unavailable.
+	Backend string
+	Logger  *slog.Logger
 	// Now and NewID are replaceable for golden tests.
 	Now   func() time.Time
 	NewID func() string
@@ -137,7 +141,7 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 	if jobs == nil {
 		jobs = &lazyRunner{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger}}
 	}
-	s.Gateway = gateway.New(p, s.Audit, jobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger))
+	s.Gateway = gateway.New(p, s.Audit, jobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
 	pol, _ := json.Marshal(p)
 	sum := sha256.Sum256(raw)
 	if err := s.Audit.Append(audit.Event{Event: audit.EventRunStart, Agent: p.Name, Mode: mode, Manifest: hex.EncodeToString(sum[:]), Policy: pol}); err != nil {
