@@ -44,6 +44,9 @@ type Config struct {
 	// Tracer records a job.run span per job and a span per stage, joined
 	// to the job's trace.trace_id (nil: no spans).
 	Tracer trace.Tracer
+	// Admit, when set, checks a pulled job before it runs (the worker's
+	// own --workspace-root); a job it refuses ends with that error.
+	Admit func(job.Request) error
 }
 
 // Pool is a set of workers.
@@ -154,6 +157,11 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		log.Warn("job was interrupted and opted out of retries")
 		res = p.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunInterrupted, "the runner stopped while the job was running").With("attempt", d.Attempt-1), d.Attempt)
 		p.publishStatus(req.JobID, res.Status, d.Attempt)
+	} else if err := p.admit(req); err != nil {
+		p.started(req, d.Attempt)
+		log.Warn("job refused by this worker", "error", err)
+		res = p.cfg.Runner.Terminate(req, job.AsError(err), d.Attempt)
+		p.publishStatus(req.JobID, res.Status, d.Attempt)
 	} else {
 		var ran bool
 		if res, ran = p.execute(ctx, req, d); !ran {
@@ -224,6 +232,13 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 		Stage: stage,
 	})
 	return res, true
+}
+
+func (p *Pool) admit(req job.Request) error {
+	if p.cfg.Admit == nil {
+		return nil
+	}
+	return p.cfg.Admit(req)
 }
 
 func (p *Pool) started(req job.Request, attempt int) {
