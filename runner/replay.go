@@ -47,12 +47,12 @@ func (r *Runner) Replay(ctx context.Context, runDir string) (ReplayReport, error
 	}
 	rep.OriginalJobID = old.res.JobID
 	src, kind, err := r.replayWorkspace(ctx, runDir, old)
+	if job.CodeOf(err) == job.CodeSnapshotFailed {
+		rep.Error = job.AsError(err)
+		return rep, nil
+	}
 	if err != nil {
 		return rep, err
-	}
-	if src == "" {
-		rep.Error = job.Errorf(job.CodeSnapshotFailed, "neither the stored snapshot nor the original workspace matches workspace_snapshot_sha256")
-		return rep, nil
 	}
 	if kind == "snapshot" {
 		defer os.RemoveAll(src)
@@ -105,9 +105,16 @@ func readRun(runDir string) (storedRun, error) {
 	return run, nil
 }
 
-// replayWorkspace returns a directory holding the original workspace state.
+// replayWorkspace returns a directory holding the original workspace
+// state and where it came from, or a run.snapshot_failed error saying why
+// neither the stored snapshot nor the original workspace can be used. The
+// stored snapshot is read through snapshot.Restore, which refuses FIFOs,
+// devices, symlinked components and files past the recorded bytes, so a
+// snapshot the job booby-trapped ends the replay with that error instead
+// of hanging it.
 func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedRun) (string, string, error) {
 	want := old.res.Replay.WorkspaceSnapshotSHA256
+	var restoreErr error
 	if b, err := os.ReadFile(filepath.Join(runDir, SnapshotManifestFile)); err == nil {
 		var m snapshot.Manifest
 		src := filepath.Join(runDir, store.SnapshotDir)
@@ -123,10 +130,14 @@ func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedR
 			if err != nil {
 				return "", "", job.Wrap(job.CodeRunIOFailed, err, "cannot create replay workspace")
 			}
-			if err := snapshot.Restore(ctx, src, tmp, m); err == nil {
+			restoreErr = snapshot.Restore(ctx, src, tmp, m)
+			if restoreErr == nil {
 				return tmp, "snapshot", nil
 			}
 			os.RemoveAll(tmp)
+			if ctx.Err() != nil {
+				return "", "", job.Wrap(job.CodeRunCanceled, ctx.Err(), "replay canceled")
+			}
 		}
 	}
 	if old.req.Workspace.Path != "" && want != "" {
@@ -135,7 +146,11 @@ func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedR
 			return old.req.Workspace.Path, "workspace", nil
 		}
 	}
-	return "", "", nil
+	const msg = "neither the stored snapshot nor the original workspace matches workspace_snapshot_sha256"
+	if restoreErr != nil {
+		return "", "", job.Wrap(job.CodeSnapshotFailed, restoreErr, msg)
+	}
+	return "", "", job.Errorf(job.CodeSnapshotFailed, msg)
 }
 
 func check(a, b any, match bool) Check { return Check{Original: a, Replay: b, Match: match} }
