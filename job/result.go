@@ -112,4 +112,15 @@ const (
 	LimitProcesses = "processes"
 	LimitFSWrite   = "filesystem_write"
 	LimitFSRead    = "filesystem_read"
+	// Walls of an isolating backend beyond the request's limits, listed
+	// so a kernel that lacks one shows up in not_enforced.
+	//
+	// LimitSyscalls: the seccomp allow-list (foreign ABIs killed).
+	LimitSyscalls = "syscalls"
+	// LimitLandlock: Landlock, the second filesystem wall behind the
+	// mounts (not enforced on kernels without it).
+	LimitLandlock = "landlock"
+	// LimitHostIDs: a host uid/gid range of the sandbox's own, so kernel
+	// per-uid accounts never couple two jobs (needs a root runner).
+	LimitHostIDs = "host_ids"
 )

@@ -4,9 +4,12 @@
 // binds of the host toolchain (/usr, /bin, /lib*, /etc with secrets masked,
 // /opt), the job's snapshot read-write at /workspace, a size-capped tmpfs
 // /tmp, a fresh /proc and a minimal /dev, pivot_roots into it, brings up
-// loopback only, drops every capability, sets no_new_privs, applies
-// Landlock and a seccomp deny-list, and runs the workload as an
-// unprivileged uid. The runner places the init in cgroup v1 memory, pids
+// loopback only, sets the namespace's own limits (no nested namespaces, a
+// share of inotify), drops every capability, sets no_new_privs, applies
+// Landlock and a seccomp allow-list (foreign ABIs killed), and runs the
+// workload as an unprivileged uid in a new session (no controlling
+// terminal). A root runner maps every concurrent sandbox onto a host
+// uid/gid range of its own (idpool.go). The runner places the init in cgroup v1 memory, pids
 // and cpu groups before it starts anything, and reads back peak memory,
 // CPU time and OOM kills. The init is pid 1 of the sandbox: when the
 // workload exits, times out or is canceled, or the runner dies, every
@@ -38,15 +41,6 @@ const Kind = "linux_sandbox"
 // initArg0 marks a process started as the sandbox init.
 const initArg0 = "agent-runner-sandbox-init"
 
-// Host ids the sandbox maps to when the runner is root: inside uids
-// 0..65535 become host uids hostIDBase..hostIDBase+65535, so nothing in the
-// sandbox is host root, and the workload runs as workloadID inside.
-const (
-	hostIDBase = 1_000_000
-	idRange    = 65536
-	workloadID = 1000
-)
-
 func init() { backend.Register(New()) }
 
 // Backend is the linux_sandbox backend.
@@ -58,8 +52,8 @@ type Backend struct {
 	// limits cannot be applied, instead of reporting them not enforced.
 	RequireCgroups bool
 
-	once     sync.Once
-	probeErr error
+	probeMu sync.Mutex
+	probed  bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -72,17 +66,17 @@ func (b *Backend) Kind() string { return Kind }
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities() backend.Capabilities {
-	enforces := []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead}
+	enforces := []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}
+	if landlockABI() > 0 {
+		enforces = append(enforces, job.LimitLandlock)
+	}
+	if os.Getuid() == 0 {
+		enforces = append(enforces, job.LimitHostIDs)
+	}
 	if cgroupsWritable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
 	return backend.Capabilities{Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}, Overlay: true}
-}
-
-// Available probes once whether this host can create the namespaces.
-func (b *Backend) Available(ctx context.Context) error {
-	b.once.Do(func() { b.probeErr = b.probe(ctx) })
-	return b.probeErr
 }
 
 // Run implements backend.Backend.
@@ -105,11 +99,17 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
 	}
 	defer os.RemoveAll(root)
-	asRoot := os.Getuid() == 0
+	// A root runner maps the sandbox onto a host id range of its own;
+	// an unprivileged one can only map itself.
+	var slot *idSlot
 	uid, gid := 0, 0
-	if asRoot {
+	if os.Getuid() == 0 {
+		if slot, err = acquireSlot(); err != nil {
+			return out, err
+		}
+		defer slot.release()
 		uid, gid = workloadID, workloadID
-		if err := giveWorkspace(spec.Workspace, hostIDBase+workloadID); err != nil {
+		if err := giveWorkspace(spec.Workspace, slot.base+workloadID); err != nil {
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
@@ -120,11 +120,21 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY,
 	}
-	return b.start(ctx, spec, cfg, asRoot)
+	return b.start(ctx, spec, cfg, slot)
 }
 
-func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, asRoot bool) (backend.Outcome, error) {
-	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead}}
+func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot) (backend.Outcome, error) {
+	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
+	for _, w := range []struct {
+		name string
+		ok   bool
+	}{{job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}} {
+		if w.ok {
+			out.Enforced = append(out.Enforced, w.name)
+		} else {
+			out.NotEnforced = append(out.NotEnforced, w.name)
+		}
+	}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
 		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the config pipe")
@@ -162,11 +172,13 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		Pdeathsig: syscall.SIGKILL,
-		Setpgid:   true,
+		// A new session: the sandbox never has the operator's terminal
+		// as its controlling terminal (/dev/tty answers ENXIO).
+		Setsid: true,
 	}
-	if asRoot {
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: idRange}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: hostIDBase, Size: idRange}}
+	if slot != nil {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
 		// The runner's own kuid 0 is not in the map; become the mapped
 		// root before exec so the init keeps its namespace capabilities.
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
@@ -177,7 +189,13 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
 	}
-	if err := cmd.Start(); err != nil {
+	started := func() {}
+	if slot != nil {
+		started, err = startOwnedBy(cmd, slot.base)
+	} else {
+		err = cmd.Start()
+	}
+	if err != nil {
 		cfgR.Close()
 		cfgW.Close()
 		resR.Close()
@@ -188,11 +206,12 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	resW.Close()
 	cg, cgErr := newCgroup(spec.JobID, cmd.Process.Pid, spec.Limits)
 	if cgErr != nil {
-		out.NotEnforced = []string{job.LimitMemory, job.LimitCPU, job.LimitProcesses}
+		out.NotEnforced = append(out.NotEnforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 		if b.RequireCgroups {
 			cmd.Process.Kill()
 			cfgW.Close()
 			cmd.Wait()
+			started()
 			resR.Close()
 			return out, job.Wrap(job.CodeBackendUnavail, cgErr, "cgroup limits cannot be applied and the runner requires them")
 		}
@@ -232,6 +251,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		close(resDone)
 	}()
 	waitErr := cmd.Wait()
+	started()
 	close(done)
 	sampling.Wait()
 	<-resDone

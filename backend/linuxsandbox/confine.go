@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -38,6 +37,15 @@ func dropBoundingSet() error {
 	return unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
 }
 
+// landlockABI is the kernel's Landlock ABI version, 0 without Landlock.
+func landlockABI() int {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
 // restrictLandlock is the second wall behind the mounts: reads and execs
 // only within the view, writes only to the workspace, /tmp, /dev/shm and
 // the writable binds. Best effort down to Landlock ABI v1.
@@ -63,41 +71,29 @@ func restrictLandlock(cfg initConfig) error {
 	)
 }
 
-// deniedSyscalls are refused with EPERM inside the sandbox. Each line says
-// why; docs/backends.md repeats the list.
-var deniedSyscalls = []string{
-	// Filesystem topology: the view is fixed once built.
-	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-	// Namespaces: no new or foreign namespaces. (clone3 is refused
-	// separately with ENOSYS, see loadSeccomp.)
-	"unshare", "setns",
-	// Debugging other processes and reading their memory.
-	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
-	// Kernel code, keys and BPF.
-	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "perf_event_open",
-	"keyctl", "add_key", "request_key",
-	// Known kernel attack surface.
-	"userfaultfd", "open_by_handle_at", "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register",
-	// Host-wide state.
-	"reboot", "swapon", "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
-	"syslog", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "uselib", "nfsservctl",
+// sandboxCounts are the per-user-namespace limits the init sets inside
+// the sandbox's own user namespace before it drops its capabilities. The
+// kernel charges namespaces and inotify/fanotify objects made inside a
+// user namespace to every ancestor namespace as well, up to the host: a
+// sandbox must not create any namespace (seccomp refuses the calls too;
+// this is the second wall) and gets a bounded share of inotify.
+var sandboxCounts = []struct{ name, value string }{
+	{"max_user_namespaces", "0"}, {"max_mnt_namespaces", "0"}, {"max_net_namespaces", "0"},
+	{"max_pid_namespaces", "0"}, {"max_ipc_namespaces", "0"}, {"max_uts_namespaces", "0"},
+	{"max_cgroup_namespaces", "0"}, {"max_time_namespaces", "0"},
+	{"max_fanotify_groups", "0"}, {"max_fanotify_marks", "0"},
+	{"max_inotify_instances", "128"}, {"max_inotify_watches", "65536"},
 }
 
-// loadSeccomp installs the deny-list (and no_new_privs) for this process
-// and everything it starts.
-func loadSeccomp() error {
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{
-				{Action: seccomp.ActionErrno, Names: deniedSyscalls},
-				// clone3 takes its flags in a struct seccomp cannot read, so
-				// namespace flags could hide there. ENOSYS (not EPERM) makes
-				// libc fall back to clone, whose flags stay visible.
-				{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
-			},
-		},
-	})
+// limitKernelCounts writes sandboxCounts under /proc/sys/user (the
+// sandbox's own proc, so the values are its user namespace's). A kernel
+// without one of the files lacks that counter and is skipped.
+func limitKernelCounts() error {
+	for _, c := range sandboxCounts {
+		err := os.WriteFile("/proc/sys/user/"+c.name, []byte(c.value), 0)
+		if err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
 }

@@ -68,6 +68,9 @@ func sandboxInit() initResult {
 		return fail("network", err)
 	}
 	_ = unix.Sethostname([]byte("sandbox"))
+	if err := limitKernelCounts(); err != nil {
+		return fail("limits", err)
+	}
 	if err := dropBoundingSet(); err != nil {
 		return fail("capabilities", err)
 	}

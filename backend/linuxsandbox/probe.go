@@ -10,6 +10,37 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
+// Available probes whether this host can create the sandbox. Only a
+// success is remembered: a failure (a transient error, a canceled ctx) is
+// retried on the next call, so one bad moment never disables the backend
+// for the life of the process, and a door that needs isolation fails
+// closed each time instead of being told once and guessing after.
+func (b *Backend) Available(ctx context.Context) error {
+	b.probeMu.Lock()
+	defer b.probeMu.Unlock()
+	if b.probed {
+		return nil
+	}
+	var err error
+	for attempt := range probeAttempts {
+		if err = b.probe(ctx); err == nil {
+			b.probed = true
+			return nil
+		}
+		if ctx.Err() != nil || attempt == probeAttempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// probeAttempts is how many times one Available call tries the probe.
+const probeAttempts = 3
+
 // probe runs /bin/true in a sandbox to learn whether this host allows the
 // namespaces, mounts and pivot_root the backend needs.
 func (b *Backend) probe(ctx context.Context) error {
