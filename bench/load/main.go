@@ -132,7 +132,7 @@ func start(bin, store string, extra ...string) (*exec.Cmd, *client.Client) {
 	check(err)
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error"}, extra...)...)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error", "--workspace-root", filepath.Dir(store)}, extra...)...)
 	cmd.Stderr = os.Stderr
 	check(cmd.Start())
 	c := client.New("http://"+addr, "")

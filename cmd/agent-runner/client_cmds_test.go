@@ -21,7 +21,7 @@ import (
 // it answers; it is stopped with SIGTERM at cleanup.
 func startServe(t *testing.T, addr string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr, "--log-level", "warn"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr, "--log-level", "warn", "--workspace-root", os.TempDir()}, args...)...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestWorkerJoinsExternalQueue(t *testing.T) {
 	if st, _ := c.Get(ctx, acc.JobID); st.Status != job.StatusQueued {
 		t.Fatalf("with no workers the job is %s, want queued", st.Status)
 	}
-	w := exec.Command(binary, "worker", "--nats", "nats://"+natsAddr, "--store-dir", store, "--log-level", "warn")
+	w := exec.Command(binary, "worker", "--nats", "nats://"+natsAddr, "--store-dir", store, "--log-level", "warn", "--workspace-root", os.TempDir())
 	w.Stderr = os.Stderr
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,7 @@ func freeAddr(t *testing.T) string {
 
 func startServer(t *testing.T, store, addr string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn")
+	cmd := exec.Command(binary, "serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn", "--workspace-root", os.TempDir())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

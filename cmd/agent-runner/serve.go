@@ -24,6 +24,7 @@ import (
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/worker"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 // serveDeps is what extra HTTP doors (task API, MCP, dashboard) get from
@@ -49,6 +50,10 @@ type serveDeps struct {
 	Jobs *httpapi.Server
 	// Tracer records OpenTelemetry spans.
 	Tracer trace.Tracer
+	// Roots are --workspace-root (default: serve's working directory),
+	// with the run store excluded: every door that accepts a host path
+	// (POST /v1/jobs, /mcp, task repositories, children) holds it to them.
+	Roots *workspaceroot.Roots
 }
 
 // serveMounts are appended by other files' init(); serve calls each once,
@@ -63,6 +68,7 @@ type serveOptions struct {
 	maxBody                                                                                        int64
 	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
 	durable, noWorkers                                                                             bool
+	workspaceRoots                                                                                 []string
 }
 
 var serveCmd = &cobra.Command{
@@ -91,6 +97,7 @@ func init() {
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this loopback host:port")
+	f.StringArrayVar(&o.workspaceRoots, "workspace-root", nil, "directory under which submitted workspaces, MCP workspaces and task repositories must lie (repeatable; default: the working directory; the store is always refused)")
 	serveCmd.RunE = func(cmd *cobra.Command, _ []string) error { return serve(o) }
 	rootCmd.AddCommand(serveCmd)
 }
@@ -139,11 +146,15 @@ func serve(o serveOptions) error {
 	}
 	defer tp.Shutdown(context.Background())
 	tracer := tp.Tracer("agent-runner")
+	roots, err := workspaceroot.New(o.workspaceRoots, r.Store().Dir())
+	if err != nil {
+		return usageError{err}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api := httpapi.New(httpapi.Config{
 		Runner: r, Queue: q, Logger: log, Tokens: tokens, MaxBodyBytes: o.maxBody,
-		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer,
+		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer, WorkspaceRoots: roots,
 	})
 	if o.natsURL == "" && o.natsListen == "" {
 		// Only this process submits to its own queue: drop records of
@@ -155,7 +166,7 @@ func serve(o serveOptions) error {
 	for _, mount := range serveMounts {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
-			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer,
+			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer, Roots: roots,
 		}
 		if err := mount(ctx, d); err != nil {
 			return err
@@ -178,7 +189,7 @@ func serve(o serveOptions) error {
 	} else {
 		m := api.Metrics()
 		pool := worker.New(worker.Config{
-			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer,
+			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer, Admit: admitWorkspace(roots),
 			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
 			Result:  func(res job.Result) { m.Finished(res, true) },
 			Stage:   func(_, stage string, d time.Duration) { m.Stage(stage, d) },

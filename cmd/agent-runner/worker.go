@@ -7,18 +7,31 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/worker"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
+
+// admitWorkspace is a worker's check of a pulled job: its workspace lies
+// under roots (serve's and the API node's check, done again where the job
+// runs).
+func admitWorkspace(roots *workspaceroot.Roots) func(job.Request) error {
+	return func(req job.Request) error {
+		_, err := roots.Check(req.Workspace.Path)
+		return err
+	}
+}
 
 func init() {
 	var natsURL, storeDir, defaultBackend, logLevel string
 	var workers int
 	var grace time.Duration
 	var durable bool
+	var workspaceRoots []string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
 		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
@@ -45,8 +58,12 @@ func init() {
 				return err
 			}
 			defer q.Close()
-			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers)
-			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace}).Run(ctx)
+			roots, err := workspaceroot.New(workspaceRoots, r.Store().Dir())
+			if err != nil {
+				return usageError{err}
+			}
+			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "workspace_roots", roots.Dirs)
+			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots)}).Run(ctx)
 			log.Info("worker stopped")
 			return err
 		},
@@ -59,6 +76,7 @@ func init() {
 	f.BoolVar(&durable, "durable", false, "fsync every result.json")
 	f.StringVar(&defaultBackend, "default-backend", "local_process", "backend for requests that name none")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringArrayVar(&workspaceRoots, "workspace-root", nil, "directory under which the workspaces of pulled jobs must lie (repeatable; default: the working directory; the store is always refused)")
 	cmd.MarkFlagRequired("nats")
 	rootCmd.AddCommand(cmd)
 }

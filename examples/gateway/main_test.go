@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -29,7 +30,7 @@ func TestTraceRoundTripsThroughGatewayAndRunner(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := ln.Addr().String()
 	ln.Close()
-	srv := exec.Command(bin, "serve", "--addr", addr, "--store-dir", filepath.Join(dir, "store"), "--log-level", "error")
+	srv := exec.Command(bin, "serve", "--addr", addr, "--store-dir", filepath.Join(dir, "store"), "--log-level", "error", "--workspace-root", os.TempDir())
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

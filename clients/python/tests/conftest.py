@@ -28,7 +28,8 @@ def server():
     subprocess.run(["go", "build", "-o", binary, "./cmd/agent-runner"], cwd=REPO, check=True)
     port = _free_port()
     store = os.path.join(tmp, "store")
-    proc = subprocess.Popen([binary, "serve", "--addr", f"127.0.0.1:{port}", "--store-dir", store, "--workers", "2", "--log-level", "warn"])
+    proc = subprocess.Popen([binary, "serve", "--addr", f"127.0.0.1:{port}", "--store-dir", store, "--workers", "2", "--log-level", "warn",
+                             "--workspace-root", tempfile.gettempdir()])
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
