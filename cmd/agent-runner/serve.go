@@ -22,7 +22,6 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
-	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -50,6 +49,11 @@ type serveDeps struct {
 	Jobs *httpapi.Server
 	// Tracer records OpenTelemetry spans.
 	Tracer trace.Tracer
+	// Backend is the default backend kind, probed available at start
+	// (--default-backend); doors run on it unless told otherwise.
+	Backend string
+	// UnsafeLocalProcess is the operator's --unsafe-local-process.
+	UnsafeLocalProcess bool
 	// Roots are --workspace-root (default: serve's working directory),
 	// with the run store excluded: every door that accepts a host path
 	// (POST /v1/jobs, /mcp, task repositories, children) holds it to them.
@@ -67,7 +71,7 @@ type serveOptions struct {
 	workers                                                                                        int
 	maxBody                                                                                        int64
 	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
-	durable, noWorkers                                                                             bool
+	durable, noWorkers, unsafeLocal                                                                bool
 	workspaceRoots                                                                                 []string
 }
 
@@ -93,7 +97,8 @@ func init() {
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before the process exits (they run again after restart)")
 	f.DurationVar(&o.ackWait, "ack-wait", 10*time.Second, "redelivery timeout of a job whose worker stopped responding")
 	f.BoolVar(&o.durable, "durable", false, "fsync every result.json and every queued job (power-loss safe records and queue)")
-	f.StringVar(&o.defaultBackend, "default-backend", "local_process", "backend for requests that name none")
+	f.StringVar(&o.defaultBackend, "default-backend", isolatingDefault, "backend for requests that name none (and for MCP and tasks); serve refuses to start when it is unavailable")
+	f.BoolVar(&o.unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this loopback host:port")
@@ -122,7 +127,15 @@ func serve(o serveOptions) error {
 	if o.natsListen != "" && !loopback(o.natsListen) && natsToken == "" {
 		return usageError{errors.New("exposing NATS on a non-loopback address requires AGENT_RUNNER_NATS_TOKEN")}
 	}
-	r, err := runner.New(runner.Config{StoreDir: o.storeDir, DefaultBackend: validation.NormalizeKind(o.defaultBackend), Durable: o.durable, Logger: log})
+	defaultKind, err := doorBackend(context.Background(), "default-backend", o.defaultBackend, o.unsafeLocal)
+	if err != nil {
+		return err
+	}
+	warnUnsafeLocal(log, o.unsafeLocal, defaultKind)
+	r, err := runner.New(runner.Config{
+		StoreDir: o.storeDir, DefaultBackend: defaultKind, Backends: enabledBackends(o.unsafeLocal),
+		Durable: o.durable, Logger: log,
+	})
 	if err != nil {
 		return err
 	}
@@ -167,6 +180,7 @@ func serve(o serveOptions) error {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
 			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer, Roots: roots,
+			Backend: defaultKind, UnsafeLocalProcess: o.unsafeLocal,
 		}
 		if err := mount(ctx, d); err != nil {
 			return err
@@ -202,7 +216,8 @@ func serve(o serveOptions) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	log.Info("serving", "addr", ln.Addr().String(), "store_dir", r.Store().Dir(), "workers", o.workers, "queue_capacity", o.capacity, "auth", tokens != nil)
+	log.Info("serving", "addr", ln.Addr().String(), "store_dir", r.Store().Dir(), "workers", o.workers, "queue_capacity", o.capacity, "auth", tokens != nil,
+		"default_backend", defaultKind, "backends", r.Config().Backends)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return job.Wrap(job.CodeRunIOFailed, err, "server failed")
 	}

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskmetrics"
 	"github.com/agent-runner/agent-runner/task/taskstore"
-	"github.com/agent-runner/agent-runner/validation"
 )
 
 // serve mounts the agent-task API at /api/v1/tasks: tasks live under
@@ -19,15 +19,14 @@ func init() {
 	var taskBackend string
 	var allowHost bool
 	var hang, heartbeat time.Duration
-	serveCmd.Flags().StringVar(&taskBackend, "task-backend", "linux_sandbox", "backend agent tasks run on (falls back to local_process when linux_sandbox is unavailable)")
+	serveCmd.Flags().StringVar(&taskBackend, "task-backend", "", "backend agent tasks run on (default: --default-backend); serve refuses to start when it is unavailable")
 	serveCmd.Flags().BoolVar(&allowHost, "task-allow-host-network", false, "let tasks whose vm.network_mode needs egress use the host network")
 	serveCmd.Flags().DurationVar(&hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
 	serveCmd.Flags().DurationVar(&heartbeat, "task-heartbeat", 30*time.Second, "how often a running task's progress, CPU and memory are recorded (outbox/progress/metrics.jsonl)")
 	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
-		b, ok := backend.Lookup(validation.NormalizeKind(taskBackend))
-		if !ok || b.Available(ctx) != nil {
-			b, _ = backend.Lookup("local_process")
-			d.Logger.Warn("task backend unavailable; agent tasks run on local_process", "requested", taskBackend)
+		b, err := taskBackendFor(ctx, taskBackend, d)
+		if err != nil {
+			return err
 		}
 		metrics := taskmetrics.New(d.Metrics)
 		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe})
@@ -58,4 +57,24 @@ func init() {
 		taskapi.Routes(d.Mux, s, d.Auth)
 		return nil
 	})
+}
+
+// taskBackendFor is the backend tasks run on: --task-backend, checked and
+// probed at start like --default-backend, or else serve's default backend.
+// A task that finds it unavailable later ends backend.unavailable
+// (lifecycle probes before every run); there is no fallback.
+func taskBackendFor(ctx context.Context, flagValue string, d serveDeps) (backend.Backend, error) {
+	kind := d.Backend
+	if flagValue != "" {
+		k, err := doorBackend(ctx, "task-backend", flagValue, d.UnsafeLocalProcess)
+		if err != nil {
+			return nil, err
+		}
+		kind = k
+	}
+	b, ok := backend.Lookup(kind)
+	if !ok {
+		return nil, job.Errorf(job.CodeBackendUnavail, "task backend %s is not built into this binary", kind).With("backend", kind)
+	}
+	return b, nil
 }

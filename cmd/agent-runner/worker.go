@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
-	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -30,7 +30,7 @@ func init() {
 	var natsURL, storeDir, defaultBackend, logLevel string
 	var workers int
 	var grace time.Duration
-	var durable bool
+	var durable, unsafeLocal bool
 	var workspaceRoots []string
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
@@ -47,7 +47,12 @@ func init() {
 				return usageError{err}
 			}
 			log := telemetry.Logger(os.Stderr, level)
-			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: validation.NormalizeKind(defaultBackend), Durable: durable, Logger: log})
+			kind, err := doorBackend(context.Background(), "default-backend", defaultBackend, unsafeLocal)
+			if err != nil {
+				return err
+			}
+			warnUnsafeLocal(log, unsafeLocal, kind)
+			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -62,7 +67,7 @@ func init() {
 			if err != nil {
 				return usageError{err}
 			}
-			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "workspace_roots", roots.Dirs)
+			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots)}).Run(ctx)
 			log.Info("worker stopped")
 			return err
@@ -74,7 +79,8 @@ func init() {
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")
 	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish (they run again elsewhere after)")
 	f.BoolVar(&durable, "durable", false, "fsync every result.json")
-	f.StringVar(&defaultBackend, "default-backend", "local_process", "backend for requests that name none")
+	f.StringVar(&defaultBackend, "default-backend", isolatingDefault, "backend for jobs that name none; worker refuses to start when it is unavailable")
+	f.BoolVar(&unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp+" (a pulled job naming local_process otherwise ends backend_unavailable)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringArrayVar(&workspaceRoots, "workspace-root", nil, "directory under which the workspaces of pulled jobs must lie (repeatable; default: the working directory; the store is always refused)")
 	cmd.MarkFlagRequired("nats")

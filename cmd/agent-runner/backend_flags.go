@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/validation"
+)
+
+// The doors (serve, worker, mcp, launch, run-agent) run on an isolating
+// backend or not at all: local_process runs a job as this process's user
+// on the host, so it needs the operator's explicit flag, and an isolating
+// backend that cannot start is an error, never a reason to fall back.
+const (
+	// unsafeLocalFlag is the operator's consent to local_process.
+	unsafeLocalFlag = "unsafe-local-process"
+	unsafeLocalHelp = "allow local_process: jobs naming it (or every job, with it as the backend) run WITHOUT isolation as this process's user on the host"
+	// localProcess is the one backend that isolates nothing.
+	localProcess = "local_process"
+	// isolatingDefault is every door's default backend.
+	isolatingDefault = "linux_sandbox"
+	// probeTimeout bounds the start-up probe of a door's backend.
+	probeTimeout = 30 * time.Second
+)
+
+// checkBackendFlag normalizes the backend kind given to flag and refuses
+// an unknown kind, and local_process without --unsafe-local-process.
+func checkBackendFlag(flag, kind string, unsafeLocal bool) (string, error) {
+	kind = validation.NormalizeKind(kind)
+	if _, ok := backend.Lookup(kind); !ok {
+		return "", usageError{fmt.Errorf("--%s %s: unknown backend (built in: %v)", flag, kind, backend.Kinds())}
+	}
+	if kind == localProcess && !unsafeLocal {
+		return "", usageError{fmt.Errorf("--%s local_process runs every job without isolation, as this process's user on the host; add --%s to allow it", flag, unsafeLocalFlag)}
+	}
+	return kind, nil
+}
+
+// probeBackend asks the backend kind whether it can run jobs now, within
+// probeTimeout. Its error is backend.unavailable with the probe's reason
+// and the flags that choose another backend.
+func probeBackend(ctx context.Context, flag, kind string) error {
+	b, ok := backend.Lookup(kind)
+	if !ok {
+		return job.Errorf(job.CodeBackendUnavail, "--%s %s is not built into this binary", flag, kind).With("backend", kind)
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := b.Available(ctx)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("probe did not answer within %s: %w", probeTimeout, err)
+	}
+	return job.Wrap(job.CodeBackendUnavail, err,
+		fmt.Sprintf("--%s %s is unavailable (%v); fix the host, or run unisolated with --%s local_process --%s", flag, kind, err, flag, unsafeLocalFlag)).
+		With("backend", kind).With("reason", err.Error())
+}
+
+// doorBackend is checkBackendFlag then probeBackend: the backend a door
+// starts with.
+func doorBackend(ctx context.Context, flag, kind string, unsafeLocal bool) (string, error) {
+	kind, err := checkBackendFlag(flag, kind, unsafeLocal)
+	if err != nil {
+		return "", err
+	}
+	return kind, probeBackend(ctx, flag, kind)
+}
+
+// enabledBackends are the kinds requests may name (runner.Config.Backends):
+// every registered kind but local_process, unless the operator allowed it.
+func enabledBackends(unsafeLocal bool) []string {
+	var kinds []string
+	for _, k := range backend.Kinds() {
+		if k != localProcess || unsafeLocal {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// warnUnsafeLocal logs, on every start, that local_process is enabled.
+func warnUnsafeLocal(log *slog.Logger, unsafeLocal bool, defaultKind string) {
+	if unsafeLocal {
+		log.Warn("local_process is enabled: jobs on it run without isolation as this process's user on the host",
+			"flag", "--"+unsafeLocalFlag, "default_backend", defaultKind)
+	}
+}
