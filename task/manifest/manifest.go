@@ -78,7 +78,10 @@ type VM struct {
 	AllowedHosts []string `yaml:"allowed_hosts,omitempty" json:"allowed_hosts,omitempty"`
 }
 
-// Secret is a reference (never a value) to a secret to inject.
+// Secret is a reference (never a value) to a secret to inject: Name is
+// the variable the agent sees, and must be registered in the operator's
+// secrets file; Source and Key, when given, must match that registration
+// (env and the variable, or file and the path).
 type Secret struct {
 	Name   string `yaml:"name" json:"name"`
 	Source string `yaml:"source" json:"source"`
@@ -115,9 +118,9 @@ const (
 // and validates. A missing metadata.id is generated.
 func Parse(data []byte) (*Task, error) { return parse(data, nil) }
 
-// ParseChild is Parse for a subtask: vm.cpus, vm.memory, vm.network_mode
-// and lifecycle.timeout it leaves out are inherited from parent, not set
-// to the defaults.
+// ParseChild is Parse for a subtask: vm.cpus, vm.memory, vm.network_mode,
+// lifecycle.timeout and children.max_concurrent it leaves out are inherited
+// from parent, not set to the defaults.
 func ParseChild(data []byte, parent *Task) (*Task, error) {
 	return parse(data, func(t *Task) {
 		if t.VM.CPUs == 0 {
@@ -131,6 +134,9 @@ func ParseChild(data []byte, parent *Task) (*Task, error) {
 		}
 		if t.Lifecycle.Timeout == "" {
 			t.Lifecycle.Timeout = parent.Lifecycle.Timeout
+		}
+		if t.Children != nil && t.Children.MaxConcurrent == 0 && parent.Children != nil {
+			t.Children.MaxConcurrent = parent.Children.MaxConcurrent
 		}
 	})
 }
@@ -246,6 +252,8 @@ func (t *Task) Validate() error {
 		switch {
 		case s.Name == "" || strings.ContainsAny(s.Name, "=\x00"):
 			return invalid(field+".name", "must be an environment variable name")
+		case s.Source == "" && s.Key == "":
+			// Only a name: the operator's secrets file says where it lives.
 		case s.Key == "":
 			return invalid(field+".key", "is required")
 		case s.Source != "env" && s.Source != "file" && s.Source != "vault":

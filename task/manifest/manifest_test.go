@@ -1,7 +1,6 @@
 package manifest
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,13 +9,13 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
-// fixtures is the peer's manifests directory beside the repository.
-const fixtures = "../../../shared/fixtures/agentic-sandbox/manifests"
+// fixtures holds a copy of the peer's manifests (seed 004's fixtures).
+const fixtures = "testdata"
 
 func TestEveryFixtureLoads(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(fixtures, "*.yaml"))
-	if len(files) == 0 {
-		t.Skip("shared fixtures not found beside the repository (" + fixtures + ")")
+	if len(files) != 6 {
+		t.Fatalf("found %d fixtures in %s, want the peer's 6", len(files), fixtures)
 	}
 	for _, f := range files {
 		task, err := Load(f)
@@ -31,9 +30,6 @@ func TestEveryFixtureLoads(t *testing.T) {
 }
 
 func TestFixtureDetails(t *testing.T) {
-	if _, err := os.Stat(fixtures); err != nil {
-		t.Skip("shared fixtures not found")
-	}
 	noID, err := Load(filepath.Join(fixtures, "quickref-minimal-no-id.yaml"))
 	if err != nil || !strings.HasPrefix(noID.Metadata.ID, "task-") {
 		t.Errorf("generated id = %q, %v", noID.Metadata.ID, err)
@@ -94,6 +90,9 @@ func TestValidation(t *testing.T) {
 		{"bad network", "vm: {network_mode: bridged}\n", nil, job.CodeInvalidRequest},
 		{"secret bad source", "secrets: [{name: A, source: ldap, key: A}]\n", nil, job.CodeInvalidRequest},
 		{"secret vault ok to parse", "secrets: [{name: A, source: vault, key: kv/a}]\n", nil, ""},
+		{"secret by registered name only", "secrets: [{name: A}]\n", nil, ""},
+		{"secret source without key", "secrets: [{name: A, source: env}]\n", nil, job.CodeInvalidRequest},
+		{"secret key without source", "secrets: [{name: A, key: A}]\n", nil, job.CodeInvalidRequest},
 		{"artifact patterns ok", "lifecycle: {artifact_patterns: [\"*.patch\", \"coverage/**/*\"]}\n", nil, ""},
 		{"artifact pattern absolute", "lifecycle: {artifact_patterns: [/etc/passwd]}\n", nil, job.CodePathEscape},
 		{"artifact pattern dotdot", "lifecycle: {artifact_patterns: [\"reports/../../x\"]}\n", nil, job.CodePathEscape},
@@ -163,4 +162,28 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an invalid task: %+v", task)
 		}
 	})
+}
+
+func TestParseChildInheritsMaxConcurrent(t *testing.T) {
+	parent, err := Parse([]byte(base + "children: {max_concurrent: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		extra string
+		want  int
+	}{
+		{"children: {wait_for_children: true}\n", 2},
+		{"children: {max_concurrent: 1}\n", 1},
+		{"children: {max_concurrent: 9}\n", 9}, // refused by the task store, not here
+	}
+	for _, tt := range tests {
+		child, err := ParseChild([]byte(strings.Replace(base, "id: t1", "id: c1", 1)+tt.extra), parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := child.Children.MaxConcurrent; got != tt.want {
+			t.Errorf("ParseChild(%q).Children.MaxConcurrent = %d, want %d", tt.extra, got, tt.want)
+		}
+	}
 }
