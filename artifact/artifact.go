@@ -7,21 +7,17 @@ package artifact
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/snapshot"
 )
 
@@ -42,97 +38,135 @@ type Result struct {
 // Collect matches globs against the job's workspace and copies accepted
 // files to destDir. layers lists the workspace's directories from the top
 // down: one directory for a copy snapshot, or an overlay's upper and lower
-// dirs (a whiteout in a higher layer hides the path below). A cap overflow
-// returns a policy.artifact_denied error together with what was collected.
+// dirs (a whiteout in a higher layer hides the path below). The job wrote
+// the layers, so they are walked and read through package safecopy:
+// fd-relative, never through a symlink in any component, regular files
+// only (a FIFO or device swapped in after the scan is refused, never
+// blocked on), and capped on the bytes read. A cap overflow returns a
+// policy.artifact_denied error together with what was collected.
 func Collect(ctx context.Context, layers []string, globs, deny []string, lim Limits, destDir string) (Result, error) {
 	var res Result
 	res.Artifacts = []job.Artifact{}
 	if len(globs) == 0 {
 		return res, nil
 	}
-	files, denied, err := match(layers, globs, deny)
+	roots, err := openLayers(layers)
+	if err != nil {
+		return res, job.Wrap(job.CodeArtifactFailed, err, "artifact scan failed")
+	}
+	defer func() {
+		for _, r := range roots {
+			r.Close()
+		}
+	}()
+	files, denied, err := match(ctx, roots, globs, deny)
 	res.Denied = denied
 	if err != nil {
 		return res, job.Wrap(job.CodeArtifactFailed, err, "artifact scan failed")
 	}
-	res.Artifacts, err = copyAll(ctx, files, lim, destDir)
+	var late []string
+	res.Artifacts, late, err = copyAll(ctx, roots, files, lim, destDir)
+	res.Denied = append(res.Denied, late...)
 	return res, err
 }
 
+// openLayers opens every layer that exists (an overlay's upper dir may
+// not).
+func openLayers(layers []string) ([]*safecopy.Root, error) {
+	var roots []*safecopy.Root
+	for _, layer := range layers {
+		r, err := safecopy.OpenRoot(layer)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			for _, r := range roots {
+				r.Close()
+			}
+			return nil, err
+		}
+		roots = append(roots, r)
+	}
+	return roots, nil
+}
+
 // copyAll copies the matched files into destDir within the caps and
-// returns what it copied.
-func copyAll(ctx context.Context, files []candidate, lim Limits, destDir string) ([]job.Artifact, error) {
+// returns what it copied, and the files refused because they stopped being
+// regular files (or started going through a symlink) after the scan.
+func copyAll(ctx context.Context, roots []*safecopy.Root, files []candidate, lim Limits, destDir string) ([]job.Artifact, []string, error) {
 	out := []job.Artifact{}
+	var denied []string
 	var total int64
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
-			return out, job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
+			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
 		}
 		if lim.MaxCount > 0 && int64(len(out)) >= lim.MaxCount {
-			return out, job.Errorf(job.CodeArtifactDenied, "artifact count exceeds max_artifact_count").
+			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact count exceeds max_artifact_count").
 				With("path", f.rel).With("limit", lim.MaxCount)
 		}
 		if lim.MaxFileBytes > 0 && f.size > lim.MaxFileBytes {
-			return out, job.Errorf(job.CodeArtifactDenied, "artifact exceeds max_artifact_file_bytes").
+			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact exceeds max_artifact_file_bytes").
 				With("path", f.rel).With("limit", lim.MaxFileBytes).With("size_bytes", f.size)
 		}
 		if lim.MaxBytes > 0 && total+f.size > lim.MaxBytes {
-			return out, job.Errorf(job.CodeArtifactDenied, "artifacts exceed max_artifact_bytes").
+			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifacts exceed max_artifact_bytes").
 				With("path", f.rel).With("limit", lim.MaxBytes)
 		}
 		dest := filepath.Join(destDir, filepath.FromSlash(f.rel))
 		// A file can grow between the scan and the copy (a process the job
 		// left behind): never copy more than either cap still allows.
-		bound := int64(-1) // unbounded
+		bound := safecopy.NoLimit
 		if lim.MaxFileBytes > 0 {
 			bound = lim.MaxFileBytes
 		}
 		if lim.MaxBytes > 0 && (bound < 0 || lim.MaxBytes-total < bound) {
 			bound = lim.MaxBytes - total
 		}
-		size, sum, err := copyOut(f.abs, dest, bound)
-		if errors.Is(err, errGrew) {
-			return out, job.Errorf(job.CodeArtifactDenied, "artifact grew past its cap while it was copied").
+		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
+		}
+		c, err := roots[f.layer].CopyFile(ctx, f.rel, dest, 0o644, bound)
+		switch {
+		case errors.Is(err, safecopy.ErrTooLarge):
+			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact grew past its cap while it was copied").
 				With("path", f.rel).With("limit", bound)
+		case errors.Is(err, safecopy.ErrSymlink):
+			denied = append(denied, f.rel+": symlinks are never collected")
+			continue
+		case errors.Is(err, safecopy.ErrNotRegular):
+			denied = append(denied, f.rel+": not a regular file")
+			continue
+		case err != nil:
+			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
 		}
-		if err != nil {
-			return out, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
-		}
-		total += size
+		total += c.Size
 		out = append(out, job.Artifact{
-			Path: f.rel, Kind: "file", SizeBytes: size, SHA256: sum,
+			Path: f.rel, Kind: "file", SizeBytes: c.Size, SHA256: c.SHA256,
 			StorageURI: (&url.URL{Scheme: "file", Path: dest}).String(),
 		})
 	}
-	return out, nil
+	return out, denied, nil
 }
 
+// candidate is a matched regular file: its path in roots[layer] and its
+// size when it was scanned.
 type candidate struct {
-	rel, abs string
-	size     int64
+	layer int
+	rel   string
+	size  int64
 }
 
 // match walks the layers and returns matching regular files in path order.
-func match(layers, globs, deny []string) ([]candidate, []string, error) {
+func match(ctx context.Context, roots []*safecopy.Root, globs, deny []string) ([]candidate, []string, error) {
 	seen := map[string]bool{} // rel paths decided by a higher layer
 	var files []candidate
 	var denied []string
-	for _, layer := range layers {
-		err := filepath.WalkDir(layer, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if os.IsNotExist(err) && p == layer {
-					return filepath.SkipDir
-				}
-				return err
-			}
-			rel, _ := filepath.Rel(layer, p)
-			rel = filepath.ToSlash(rel)
-			if rel == "." {
-				return nil
-			}
-			if d.IsDir() {
+	for i, root := range roots {
+		err := root.Walk(ctx, func(rel string, info safecopy.Info) error {
+			if info.Mode.IsDir() {
 				if snapshot.Protected(rel) {
-					return filepath.SkipDir
+					return fs.SkipDir
 				}
 				return nil
 			}
@@ -143,10 +177,6 @@ func match(layers, globs, deny []string) ([]candidate, []string, error) {
 			if !matchAny(globs, rel) {
 				return nil
 			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
 			switch {
 			case whiteout(info):
 				return nil
@@ -154,12 +184,12 @@ func match(layers, globs, deny []string) ([]candidate, []string, error) {
 				denied = append(denied, rel+": protected path")
 			case matchAny(deny, rel):
 				denied = append(denied, rel+": matches artifact_deny_globs")
-			case info.Mode()&fs.ModeSymlink != 0:
+			case info.Mode&fs.ModeSymlink != 0:
 				denied = append(denied, rel+": symlinks are never collected")
-			case !info.Mode().IsRegular():
+			case !info.Mode.IsRegular():
 				denied = append(denied, rel+": not a regular file")
 			default:
-				files = append(files, candidate{rel: rel, abs: p, size: info.Size()})
+				files = append(files, candidate{layer: i, rel: rel, size: info.Size})
 			}
 			return nil
 		})
@@ -181,50 +211,6 @@ func matchAny(globs []string, rel string) bool {
 }
 
 // whiteout reports an overlayfs whiteout: a 0/0 character device.
-func whiteout(info fs.FileInfo) bool {
-	if info.Mode()&fs.ModeCharDevice == 0 {
-		return false
-	}
-	st, ok := info.Sys().(*syscall.Stat_t)
-	return ok && st.Rdev == 0
-}
-
-// errGrew reports a file that grew past its bound while it was copied.
-var errGrew = errors.New("file grew past its cap while copying")
-
-// copyOut copies one file without following symlinks and never more than
-// max bytes (max < 0: unbounded).
-func copyOut(from, to string, max int64) (int64, string, error) {
-	in, err := os.OpenFile(from, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return 0, "", err
-	}
-	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return 0, "", fmt.Errorf("%s is not a regular file", from)
-	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		return 0, "", err
-	}
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return 0, "", err
-	}
-	var r io.Reader = in
-	if max >= 0 {
-		r = io.LimitReader(in, max+1)
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, h), r)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return n, "", err
-	}
-	if max >= 0 && n > max {
-		os.Remove(to)
-		return n, "", errGrew
-	}
-	return n, hex.EncodeToString(h.Sum(nil)), nil
+func whiteout(info safecopy.Info) bool {
+	return info.Mode&fs.ModeCharDevice != 0 && info.Rdev == 0
 }

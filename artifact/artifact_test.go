@@ -142,16 +142,13 @@ func TestCopyFileThatGrew(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ws := workspace(t, map[string]string{"a.out": "12345", "b.out": ""})
-			files, _, err := match([]string{ws}, []string{"*.out"}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			roots, files := scan(t, ws, "*.out")
 			// b.out was empty when scanned and has 50 bytes when copied.
 			if err := os.WriteFile(filepath.Join(ws, "b.out"), []byte(strings.Repeat("g", 50)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			dest := t.TempDir()
-			got, err := copyAll(context.Background(), files, tt.lim, dest)
+			got, _, err := copyAll(context.Background(), roots, files, tt.lim, dest)
 			if job.CodeOf(err) != job.CodeArtifactDenied {
 				t.Fatalf("error = %v, want %s", err, job.CodeArtifactDenied)
 			}
@@ -162,26 +159,5 @@ func TestCopyFileThatGrew(t *testing.T) {
 				t.Error("a partial copy of the grown file was left in the run record")
 			}
 		})
-	}
-}
-
-func TestCopyOutBounds(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "f")
-	os.WriteFile(src, []byte("0123456789"), 0o644)
-	tests := []struct {
-		max     int64
-		wantN   int64
-		wantErr error
-	}{
-		{-1, 10, nil}, {10, 10, nil}, {20, 10, nil}, {9, 10, errGrew}, {0, 1, errGrew},
-	}
-	for _, tt := range tests {
-		n, sum, err := copyOut(src, filepath.Join(t.TempDir(), "out"), tt.max)
-		if n != tt.wantN || err != tt.wantErr {
-			t.Errorf("copyOut(max %d) = %d, %v; want %d, %v", tt.max, n, err, tt.wantN, tt.wantErr)
-		}
-		if err == nil && sum != job.SHA256Hex([]byte("0123456789")) {
-			t.Errorf("copyOut(max %d) sha256 = %s", tt.max, sum)
-		}
 	}
 }
