@@ -2,9 +2,11 @@
 // sandbox.run, sandbox.status, sandbox.artifacts and sandbox.cancel. Seed
 // 001 names the tool "sandbox/run"; MCP tool names may only use
 // [A-Za-z0-9_.-], so the slash becomes a dot. Before a request is built the
-// server refuses shell strings (unless the operator allowed shells) and
-// workspaces outside the operator-approved roots; the runner then applies
-// its own validation and policy as for every other door.
+// server refuses shell strings (unless the operator allowed shells),
+// workspaces outside the operator-approved roots, and whatever a client
+// asks beyond the operator's ceiling (another backend, allow_shell, a
+// network); the runner then applies its own validation and policy as for
+// every other door.
 package mcpserver
 
 import (

@@ -1,0 +1,76 @@
+package secretfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+func TestParse(t *testing.T) {
+	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH: {file: /run/gh}\n"), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Names(), []string{"API_KEY", "GH"}; !cmp.Equal(got, want) {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+	if got, ok := f.Lookup("GH"); !ok || got != (Entry{Source: SourceFile, Key: "/run/gh"}) {
+		t.Errorf("Lookup(GH) = %+v, %v", got, ok)
+	}
+	if empty, err := Parse(nil, "empty.yaml"); err != nil || len(empty.Names()) != 0 {
+		t.Errorf("an empty file = %v, %v; want no secrets", empty.Names(), err)
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"hosts is reserved", "secrets:\n  K: {env: K, hosts: [api.example.com]}\n", "hosts is reserved"},
+		{"unknown key", "secrets:\n  K: {env: K, vault: x}\n", `unknown key "vault"`},
+		{"both sources", "secrets:\n  K: {env: K, file: /k}\n", "not both"},
+		{"no source", "secrets:\n  K: {}\n", "needs env or file"},
+		{"relative file", "secrets:\n  K: {file: k.txt}\n", "absolute path"},
+		{"bad name", "secrets:\n  \"A=B\": {env: K}\n", "variable name"},
+		{"bad variable", "secrets:\n  K: {env: \"A B\"}\n", "not a variable name"},
+		{"list value", "secrets:\n  K: {env: [a]}\n", "non-empty string"},
+		{"unknown top-level key", "secret:\n  K: {env: K}\n", "not a secrets file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), "s.yaml")
+			if job.CodeOf(err) != job.CodeInvalidRequest || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "s.yaml") {
+				t.Errorf("Parse(%q) = %v, want invalid_request naming s.yaml and %q", tt.doc, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValue(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "gh"), []byte("gh-value\n"), 0o600)
+	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH: {file: "+filepath.Join(dir, "gh")+"}\n  MISSING: {file: /no/such/file}\n  UNSET: {env: UNSET_VAR}\n"), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(k string) string { return map[string]string{"TEST_API_KEY": "env-value"}[k] }
+	tests := []struct {
+		name, want string
+		code       job.Code
+	}{
+		{"API_KEY", "env-value", ""},
+		{"GH", "gh-value", ""},
+		{"MISSING", "", job.CodeInvalidRequest},
+		{"UNSET", "", job.CodeInvalidRequest},
+		{"HOME", "", job.CodeForbidden},
+	}
+	for _, tt := range tests {
+		got, err := f.Value(tt.name, env)
+		if got != tt.want || job.CodeOf(err) != tt.code {
+			t.Errorf("Value(%q) = %q, %v; want %q, code %q", tt.name, got, err, tt.want, tt.code)
+		}
+	}
+}
