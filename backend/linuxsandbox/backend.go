@@ -109,7 +109,7 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		}
 		defer slot.release()
 		uid, gid = workloadID, workloadID
-		if err := giveWorkspace(spec.Workspace, slot.base+workloadID); err != nil {
+		if err := giveWorkspace(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
@@ -119,6 +119,7 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY,
+		LayerFD: slot != nil && spec.Workspace.Overlay(),
 	}
 	return b.start(ctx, spec, cfg, slot)
 }
@@ -167,6 +168,22 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{cfgR, resW}
+	var layerSock *os.File
+	if cfg.LayerFD {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			cfgR.Close()
+			cfgW.Close()
+			resR.Close()
+			resW.Close()
+			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the layer socket")
+		}
+		layerSock = os.NewFile(uintptr(pair[0]), "layer")
+		defer layerSock.Close()
+		initSock := os.NewFile(uintptr(pair[1]), "layer-init")
+		defer initSock.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, initSock)
+	}
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
@@ -220,6 +237,17 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		// Exiting processes may keep the groups busy for a moment; remove
 		// them in the background instead of delaying the result.
 		defer func() { go cg.remove() }()
+	}
+	if layerSock != nil {
+		// Sent before the config: the init reads it while mounting.
+		if err := sendIdmappedLayer(layerSock, spec.Workspace.Lower, slot.base); err != nil {
+			cmd.Process.Kill()
+			cfgW.Close()
+			cmd.Wait()
+			started()
+			resR.Close()
+			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its overlay layer")
+		}
 	}
 	// The init waits for its config, so it and everything it starts are
 	// in the cgroups before any workload code runs.
@@ -330,15 +358,16 @@ func traversable(dir string) error {
 }
 
 // giveWorkspace hands the job's writable directories to the sandbox's host
-// uid. An overlay's shared lower layer is chowned once (a marker beside it
-// records that), its per-job upper and work dirs every time.
-func giveWorkspace(ws backend.Workspace, id int) error {
+// uid id. An overlay's shared lower layer is given to layer once (a marker
+// beside it records that; every sandbox sees it through an idmapped
+// mount, see layer.go), its per-job upper and work dirs to id every time.
+func giveWorkspace(ws backend.Workspace, id, layer int) error {
 	if !ws.Overlay() {
 		return chownTree(ws.Dir, id)
 	}
-	marker := filepath.Join(filepath.Dir(ws.Lower), fmt.Sprintf(".owner-%d", id))
+	marker := filepath.Join(filepath.Dir(ws.Lower), fmt.Sprintf(".owner-%d", layer))
 	if _, err := os.Stat(marker); err != nil {
-		if err := chownTree(ws.Lower, id); err != nil {
+		if err := chownTree(ws.Lower, layer); err != nil {
 			return err
 		}
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {

@@ -11,9 +11,12 @@ type initConfig struct {
 	Workspace string `json:"workspace"`
 	// Lower, Upper and Work, when set, make /workspace an overlay of the
 	// shared read-only lower layer and this job's upper layer instead.
-	Lower     string   `json:"lower,omitempty"`
-	Upper     string   `json:"upper,omitempty"`
-	Work      string   `json:"work,omitempty"`
+	Lower string `json:"lower,omitempty"`
+	Upper string `json:"upper,omitempty"`
+	Work  string `json:"work,omitempty"`
+	// LayerFD says the lower layer arrives as an idmapped mount on the
+	// layer socket (fd 5) instead of by path (see layer.go).
+	LayerFD   bool     `json:"layer_fd,omitempty"`
 	Cwd       string   `json:"cwd"`
 	Toolchain []string `json:"toolchain"` // host dirs bound read-only at the same path
 	Masked    []string `json:"masked"`    // files hidden behind an empty file

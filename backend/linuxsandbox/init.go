@@ -24,6 +24,9 @@ func init() {
 	if len(os.Args) > 0 && os.Args[0] == initArg0 {
 		runInit()
 	}
+	if len(os.Args) > 0 && os.Args[0] == holderArg0 {
+		holdUserns()
+	}
 }
 
 // MaybeInit must be called first thing in main (and in TestMain of test
@@ -43,6 +46,7 @@ func runInit() {
 	// holding fd 4 could forge its own exit status.
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
+	unix.CloseOnExec(layerFD)
 	res := sandboxInit()
 	json.NewEncoder(os.NewFile(4, "result")).Encode(res)
 	os.Exit(0)

@@ -236,6 +236,23 @@ func mountWorkspace(root string, cfg initConfig) error {
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return err
 	}
-	opts := "lowerdir=" + cfg.Lower + ",upperdir=" + cfg.Upper + ",workdir=" + cfg.Work + ",userxattr"
-	return unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	lower := cfg.Lower
+	if cfg.LayerFD {
+		lower = filepath.Join(root, ".layer")
+		if err := receiveLayer(lower); err != nil {
+			return err
+		}
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + cfg.Upper + ",workdir=" + cfg.Work + ",userxattr"
+	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return err
+	}
+	if cfg.LayerFD {
+		// The overlay holds its own reference to the layer.
+		if err := unix.Unmount(lower, unix.MNT_DETACH); err != nil {
+			return fmt.Errorf("detach the layer: %w", err)
+		}
+		return os.Remove(lower)
+	}
+	return nil
 }

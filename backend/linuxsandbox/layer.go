@@ -1,0 +1,138 @@
+package linuxsandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// An overlay snapshot's lower layer is shared by every job of the same
+// workspace content, while each sandbox runs under a host uid range of
+// its own: no single owner of the layer's files suits them all. So a root
+// runner leaves the layer owned on disk by layerOwner, an id outside the
+// pool that no sandbox or host user has, and hands each sandbox an
+// idmapped, read-only mount of it in which layerOwner's files belong to
+// that sandbox's workload uid. Files the job changes are copied up into
+// its own upper layer, owned by its own range; the layer itself never
+// changes owner again.
+const layerOwner = idPoolBase - idRange + workloadID
+
+// holderArg0 marks a process started only to hold a user namespace.
+const holderArg0 = "agent-runner-userns-holder"
+
+// holdUserns, when this binary is started as a holder, waits for its
+// stdin to close: the runner opens the namespace meanwhile.
+func holdUserns() {
+	var b [1]byte
+	os.Stdin.Read(b[:])
+	os.Exit(0)
+}
+
+// layerMaps caches, per slot, a user namespace that maps layerOwner to
+// the slot's workload uid (the fds live as long as the process; at most
+// one per slot).
+var layerMaps struct {
+	sync.Mutex
+	fds map[int]int
+}
+
+// layerUserns returns the namespace fd for the slot whose range starts
+// at base, creating it on first use.
+func layerUserns(base int) (int, error) {
+	layerMaps.Lock()
+	defer layerMaps.Unlock()
+	if fd, ok := layerMaps.fds[base]; ok {
+		return fd, nil
+	}
+	id := []syscall.SysProcIDMap{{ContainerID: layerOwner, HostID: base + workloadID, Size: 1}}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{holderArg0}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER, UidMappings: id, GidMappings: id, Pdeathsig: syscall.SIGKILL,
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return -1, err
+	}
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("start the layer id-map holder: %w", err)
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	stdin.Close()
+	cmd.Wait()
+	if err != nil {
+		return -1, fmt.Errorf("open the layer id map: %w", err)
+	}
+	if layerMaps.fds == nil {
+		layerMaps.fds = map[int]int{}
+	}
+	layerMaps.fds[base] = fd
+	return fd, nil
+}
+
+// idmappedLayer returns a detached, read-only mount of lower in which
+// layerOwner's files belong to the slot's workload uid. The sandbox init
+// attaches it (see receiveLayer) and stacks the overlay on it.
+func idmappedLayer(lower string, base int) (*os.File, error) {
+	userns, err := layerUserns(base)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, lower, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("open_tree %s: %w", lower, err)
+	}
+	attr := unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(userns),
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("idmap %s: %w", lower, err)
+	}
+	return os.NewFile(uintptr(fd), "layer"), nil
+}
+
+// sendIdmappedLayer passes an idmapped mount of lower to the init over
+// its layer socket.
+func sendIdmappedLayer(sock *os.File, lower string, base int) error {
+	layer, err := idmappedLayer(lower, base)
+	if err != nil {
+		return err
+	}
+	defer layer.Close()
+	return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(int(layer.Fd())), nil, 0)
+}
+
+// layerFD is the init's end of the layer socket.
+const layerFD = 5
+
+// receiveLayer takes the mount the runner sent and attaches it at target.
+func receiveLayer(target string) error {
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(layerFD, buf, oob, 0)
+	if err != nil {
+		return fmt.Errorf("receive the layer: %w", err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return fmt.Errorf("receive the layer: no descriptor (%v)", err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return fmt.Errorf("receive the layer: no descriptor (%v)", err)
+	}
+	defer unix.Close(fds[0])
+	if err := os.MkdirAll(target, 0o700); err != nil {
+		return err
+	}
+	if err := unix.MoveMount(fds[0], "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach the layer: %w", err)
+	}
+	return nil
+}
