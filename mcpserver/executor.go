@@ -82,6 +82,12 @@ func (l *Local) Status(_ context.Context, id string) (job.Status, *job.Result, e
 	}
 	rec, err := st.ReadStatus(id)
 	if err != nil {
+		l.mu.Lock()
+		_, started := l.jobs[id]
+		l.mu.Unlock()
+		if started {
+			return job.StatusQueued, nil, nil // started here, not yet recorded
+		}
 		return "", nil, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id)
 	}
 	return rec.Status, nil, nil

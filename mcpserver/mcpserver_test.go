@@ -24,19 +24,28 @@ type fixture struct {
 	ws   string
 }
 
-// connect serves the tools over streamable HTTP and connects the SDK client.
+// connect serves the tools over streamable HTTP and connects the SDK
+// client. The operator's backend is local_process, named explicitly
+// (linux_sandbox is not linked into this test binary).
 func connect(t *testing.T) fixture {
+	t.Helper()
+	return connectTo(t, mcpserver.Config{Backend: "local_process"})
+}
+
+// connectTo is connect with cfg's Backend and AllowShell.
+func connectTo(t *testing.T, cfg mcpserver.Config) fixture {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "approved")
 	ws := filepath.Join(root, "repo")
 	os.MkdirAll(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello over mcp\n"), 0o644)
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store")})
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: cfg.Backend, Backends: []string{cfg.Backend}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: []string{root}})
+	cfg.Jobs, cfg.WorkspaceRoots = &mcpserver.Local{Runner: r}, []string{root}
+	s := mcpserver.New(cfg)
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
