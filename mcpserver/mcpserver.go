@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
@@ -33,9 +34,13 @@ type Config struct {
 	// Excluded are refused even under a root (the run store).
 	Excluded []string
 	// AllowShell lets argv name a shell (the request policy must still
-	// allow it).
+	// allow it). Without it a client's policy.allow_shell is refused.
 	AllowShell bool
-	Version    string
+	// Backend is the operator's backend kind: every job runs on it, and a
+	// client may name it or leave backend out; any other kind is refused.
+	// Empty leaves the runner's default and lets a client name none.
+	Backend string
+	Version string
 }
 
 // RunArgs are sandbox.run's arguments.
@@ -47,7 +52,7 @@ type RunArgs struct {
 	Policy           map[string]any    `json:"policy,omitempty" jsonschema:"RunJobRequest policy object (allowed_commands, allowed_env, artifact_globs, ...)"`
 	Trace            map[string]any    `json:"trace,omitempty" jsonschema:"caller metadata echoed in the result"`
 	Limits           *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits"`
-	Backend          string            `json:"backend,omitempty" jsonschema:"backend kind, e.g. local_process or linux_sandbox"`
+	Backend          string            `json:"backend,omitempty" jsonschema:"backend kind; only the operator's backend (the default) is accepted"`
 	SnapshotStrategy string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay"`
 	Wait             *bool             `json:"wait,omitempty" jsonschema:"wait for the result (default true); false returns the queued job id"`
 }
@@ -151,6 +156,10 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 			return job.Request{}, job.Errorf(job.CodeShellDenied, "argv[0] looks like a shell command string; pass a program and its arguments").With("argv0", a.Argv[0])
 		}
 	}
+	if kind := validation.NormalizeKind(a.Backend); kind != "" && kind != h.cfg.Backend {
+		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "backend: this MCP server runs jobs only on its operator's backend %q", h.cfg.Backend).
+			With("field", "backend").With("kind", kind)
+	}
 	ws, err := h.approved(a.WorkspacePath)
 	if err != nil {
 		return job.Request{}, err
@@ -158,7 +167,7 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 	req := job.Request{
 		Workspace: job.Workspace{Path: ws, SnapshotStrategy: a.SnapshotStrategy},
 		Command:   job.Command{Argv: a.Argv, Cwd: a.Cwd, Env: a.Env},
-		Backend:   job.BackendSpec{Kind: a.Backend},
+		Backend:   job.BackendSpec{Kind: h.cfg.Backend},
 	}
 	if a.Limits != nil {
 		req.Limits = *a.Limits
@@ -171,6 +180,9 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 		if err := dec.Decode(&p); err != nil {
 			return job.Request{}, job.Wrap(job.CodeInvalidRequest, err, "policy is not a RunJobRequest policy")
 		}
+		if err := h.withinOperator(p); err != nil {
+			return job.Request{}, err
+		}
 		req.Policy = p
 	}
 	if a.Trace != nil {
@@ -178,6 +190,19 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 		req.Trace = job.Trace(b)
 	}
 	return req, nil
+}
+
+// withinOperator refuses a client policy that grants more than the
+// operator allowed: a shell without AllowShell, any network but disabled.
+func (h *handlers) withinOperator(p job.Policy) error {
+	if p.AllowShell && !h.cfg.AllowShell {
+		return job.Errorf(job.CodeShellDenied, "policy.allow_shell: shell execution is not enabled on this MCP server").With("field", "policy.allow_shell")
+	}
+	if p.Network != "" && p.Network != job.NetworkDisabled {
+		return job.Errorf(job.CodeNetworkDenied, "policy.network: this MCP server runs jobs with the network disabled").
+			With("field", "policy.network").With("network", p.Network)
+	}
+	return nil
 }
 
 // approved resolves the workspace (symlinks included) and requires it to
