@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
@@ -58,11 +59,29 @@ agent: {command: ["/bin/sh"]}
 
 var quick = stage.Backoff{Base: time.Millisecond, Max: time.Millisecond, Attempts: 1}
 
+// secretsFile registers API_KEY (env TEST_API_KEY) and GH_TOKEN (a file
+// holding "file-secret-456").
+func secretsFile(t *testing.T) *secretfile.File {
+	t.Helper()
+	dir := t.TempDir()
+	token := filepath.Join(dir, "gh-token")
+	os.WriteFile(token, []byte("file-secret-456\n"), 0o600)
+	path := filepath.Join(dir, "secrets.yaml")
+	os.WriteFile(path, []byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH_TOKEN: {file: "+token+"}\n"), 0o600)
+	f, err := secretfile.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func TestCompletedTask(t *testing.T) {
-	dir, tk, doc := submit(t, `echo changed > a.txt; mkdir -p reports; echo '{"ok":true}' > reports/r.json; echo "token=$AGENT_TASK_TOKEN key=$API_KEY"`,
-		"secrets: [{name: API_KEY, source: env, key: TEST_API_KEY}]\nlifecycle: {artifact_patterns: [\"reports/*.json\"]}\n")
+	dir, tk, doc := submit(t, `echo changed > a.txt; mkdir -p reports; echo '{"ok":true}' > reports/r.json; echo "token=$AGENT_TASK_TOKEN key=$API_KEY gh=$GH_TOKEN"
+printf %s "$API_KEY $GH_TOKEN" > .git/seen.txt`,
+		"secrets: [{name: API_KEY, source: env, key: TEST_API_KEY}, {name: GH_TOKEN}]\nlifecycle: {artifact_patterns: [\"reports/*.json\"]}\n")
 	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{
-		Backend: tasktest.Backend(t), CloneBackoff: &quick, Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
+		Backend: tasktest.Backend(t), CloneBackoff: &quick, Secrets: secretsFile(t),
+		Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
 	})
 	if err != nil || md.State != state.Completed {
 		t.Fatalf("task = %+v %v", md, err)
@@ -82,16 +101,20 @@ func TestCompletedTask(t *testing.T) {
 	}
 	// No record or log holds the secret or the plaintext token.
 	stdout, _ := os.ReadFile(filepath.Join(dir, "outbox", "progress", "stdout.log"))
-	if !strings.Contains(string(stdout), "token=[REDACTED] key=[REDACTED]") {
+	if !strings.Contains(string(stdout), "token=[REDACTED] key=[REDACTED] gh=[REDACTED]") {
 		t.Errorf("stdout.log = %q", stdout)
+	}
+	// Both registered secrets reached the agent.
+	if seen, _ := os.ReadFile(filepath.Join(dir, "inbox", ".git", "seen.txt")); string(seen) != "secret-value-123 file-secret-456" {
+		t.Errorf("the agent saw %q, want both secret values", seen)
 	}
 	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil || fi.IsDir() || strings.Contains(p, "/inbox/") {
 			return nil
 		}
 		b, _ := os.ReadFile(p)
-		if strings.Contains(string(b), "secret-value-123") {
-			t.Errorf("%s contains the secret", p)
+		if strings.Contains(string(b), "secret-value-123") || strings.Contains(string(b), "file-secret-456") {
+			t.Errorf("%s contains a secret", p)
 		}
 		return nil
 	})
@@ -118,11 +141,23 @@ func TestFailurePreserveAndDestroy(t *testing.T) {
 	}
 }
 
-func TestVaultWithoutConfigurationFails(t *testing.T) {
-	dir, tk, doc := submit(t, `true`, "secrets: [{name: TOKEN, source: vault, key: kv/x}]\n")
-	md, _ := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick})
-	if md.State != state.Failed || md.Error == nil || !strings.Contains(md.Error.Message, "vault is not configured") {
-		t.Errorf("vault task = %+v", md)
+// TestUnregisteredSecretFailsBeforeStaging: a task recovered after a
+// restart meets the current secrets file; a secret it does not register
+// (or no file at all) fails the task before anything is cloned or run.
+func TestUnregisteredSecretFailsBeforeStaging(t *testing.T) {
+	for name, cfg := range map[string]lifecycle.Config{
+		"no secrets file": {},
+		"not registered":  {Secrets: secretsFile(t)},
+	} {
+		dir, tk, doc := submit(t, `touch ran`, "secrets: [{name: HOME, source: env, key: HOME}]\n")
+		cfg.Backend, cfg.CloneBackoff = tasktest.Backend(t), &quick
+		md, _ := lifecycle.Run(context.Background(), dir, tk, doc, cfg)
+		if md.State != state.Failed || md.Error == nil || md.Error.Code != job.CodeForbidden {
+			t.Errorf("%s: task = %s %+v, want failed %s", name, md.State, md.Error, job.CodeForbidden)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "inbox")); !os.IsNotExist(err) {
+			t.Errorf("%s: the repository was staged", name)
+		}
 	}
 }
 

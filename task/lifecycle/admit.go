@@ -1,0 +1,52 @@
+package lifecycle
+
+import (
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+)
+
+// Admit is the operator's rule for a task, checked when it is submitted
+// (the task store calls it for tasks and children) and again before it
+// runs (a task recovered after a restart meets the new configuration): a
+// local repository (a path or file:// URL) lies under cfg.Roots, and every
+// secret is registered in cfg.Secrets under its name, with the same source
+// and key when the manifest gives them.
+func Admit(cfg Config, t *manifest.Task) error {
+	if err := admitRepository(cfg, t.Repository); err != nil {
+		return err
+	}
+	for _, s := range t.Secrets {
+		if err := admitSecret(cfg, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func admitRepository(cfg Config, r manifest.Repository) error {
+	path, local, err := r.LocalPath()
+	if err != nil || !local || cfg.Roots == nil {
+		return err
+	}
+	if _, err := cfg.Roots.Check(path); err != nil {
+		return job.AsError(err).With("field", "repository.url")
+	}
+	return nil
+}
+
+func admitSecret(cfg Config, s manifest.Secret) error {
+	deny := func(format string, args ...any) error {
+		return job.Errorf(job.CodeForbidden, format, args...).With("field", "secrets").With("secret", s.Name)
+	}
+	if cfg.Secrets == nil {
+		return deny("secret %s: this runner has no secrets file (serve --secrets-file), so no task may ask for a secret", s.Name)
+	}
+	e, ok := cfg.Secrets.Lookup(s.Name)
+	if !ok {
+		return deny("secret %s is not registered in the secrets file %s", s.Name, cfg.Secrets.Path)
+	}
+	if (s.Source != "" || s.Key != "") && (s.Source != e.Source || s.Key != e.Key) {
+		return deny("secret %s: %s %q is not what the secrets file %s registers under that name", s.Name, s.Source, s.Key, cfg.Secrets.Path)
+	}
+	return nil
+}

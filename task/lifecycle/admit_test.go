@@ -1,0 +1,62 @@
+package lifecycle_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/workspaceroot"
+)
+
+// TestAdmit: repositories and secrets a submitter may not name. The old
+// code staged any local path or file:// URL (the run store, /etc) and read
+// any host variable or file a manifest named as a secret.
+func TestAdmit(t *testing.T) {
+	root := t.TempDir()
+	store := filepath.Join(root, "store")
+	repo := filepath.Join(root, "repo")
+	for _, d := range []string{filepath.Join(store, "tasks", "other", "inbox"), repo} {
+		os.MkdirAll(d, 0o755)
+	}
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(root, "link-out"))
+	cfg := lifecycle.Config{Roots: &workspaceroot.Roots{Dirs: []string{root}, Excluded: []string{store}}, Secrets: secretsFile(t)}
+	tests := []struct {
+		name, url string
+		secrets   []manifest.Secret
+		cfg       lifecycle.Config
+		code      job.Code
+	}{
+		{"local repo under a root", repo, nil, cfg, ""},
+		{"file URL under a root", "file://" + repo, nil, cfg, ""},
+		{"remote repo", "https://github.com/o/r.git", nil, cfg, ""},
+		{"scp-like remote", "git@github.com:o/r.git", nil, cfg, ""},
+		{"local repo outside the roots", outside, nil, cfg, job.CodePathEscape},
+		{"file URL into the store", "file://" + filepath.Join(store, "tasks", "other", "inbox"), nil, cfg, job.CodePathEscape},
+		{"file URL to /etc", "file:///etc", nil, cfg, job.CodePathEscape},
+		{"symlink out of a root", filepath.Join(root, "link-out"), nil, cfg, job.CodePathEscape},
+		{"relative path climbing out", repo + "/../../x", nil, cfg, job.CodePathEscape},
+		{"remote helper", "ext::sh -c id", nil, cfg, job.CodeInvalidRequest},
+		{"registered env secret", repo, []manifest.Secret{{Name: "API_KEY", Source: "env", Key: "TEST_API_KEY"}}, cfg, ""},
+		{"registered by name only", repo, []manifest.Secret{{Name: "GH_TOKEN"}}, cfg, ""},
+		{"unregistered host env var", repo, []manifest.Secret{{Name: "AWS_SECRET_ACCESS_KEY", Source: "env", Key: "AWS_SECRET_ACCESS_KEY"}}, cfg, job.CodeForbidden},
+		{"host file", repo, []manifest.Secret{{Name: "K", Source: "file", Key: "/etc/shadow"}}, cfg, job.CodeForbidden},
+		{"registered name, other variable", repo, []manifest.Secret{{Name: "API_KEY", Source: "env", Key: "HOME"}}, cfg, job.CodeForbidden},
+		{"registered name, host file", repo, []manifest.Secret{{Name: "GH_TOKEN", Source: "file", Key: "/etc/shadow"}}, cfg, job.CodeForbidden},
+		{"vault", repo, []manifest.Secret{{Name: "API_KEY", Source: "vault", Key: "kv/x"}}, cfg, job.CodeForbidden},
+		{"no secrets file", repo, []manifest.Secret{{Name: "API_KEY", Source: "env", Key: "TEST_API_KEY"}}, lifecycle.Config{}, job.CodeForbidden},
+		{"no secrets file, no secrets", repo, nil, lifecycle.Config{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := &manifest.Task{Repository: manifest.Repository{URL: tt.url, Branch: "main"}, Secrets: tt.secrets}
+			err := lifecycle.Admit(tt.cfg, tk)
+			if got := job.CodeOf(err); got != tt.code {
+				t.Errorf("Admit(url %q, secrets %+v) = %v, want code %q", tt.url, tt.secrets, err, tt.code)
+			}
+		})
+	}
+}
