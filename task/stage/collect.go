@@ -4,10 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
@@ -19,61 +23,133 @@ type Artifact struct {
 	SHA256    string `json:"sha256"`
 }
 
+// Collection defaults (see CollectLimits).
+const (
+	DefaultCollectTimeout  = 5 * time.Minute
+	DefaultCollectMemory   = 1 << 30
+	DefaultCollectMaxBytes = 100 << 20
+)
+
+// CollectLimits bound the sandbox Collect runs git in. Zero fields take
+// the defaults.
+type CollectLimits struct {
+	// Timeout ends the collection (default 5 min).
+	Timeout time.Duration
+	// MemoryBytes is the sandbox's memory limit and git's address space
+	// (default 1 GiB): a file too big to map fails the collection.
+	MemoryBytes int64
+	// MaxBytes caps the patch and the untracked list each (default 100
+	// MiB); over it the collection fails, it never keeps a partial patch.
+	MaxBytes int64
+}
+
+func (c CollectLimits) withDefaults() CollectLimits {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultCollectTimeout
+	}
+	if c.MemoryBytes <= 0 {
+		c.MemoryBytes = DefaultCollectMemory
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultCollectMaxBytes
+	}
+	return c
+}
+
 // Collect writes <id>.patch (git diff --binary against the staged commit,
-// new files included) and <id>-untracked.txt to outbox/artifacts and
-// returns them with checksums.
+// new files and the agent's own commits included) and <id>-untracked.txt
+// to outbox/artifacts and returns them with checksums.
 //
-// The agent owned the inbox, .git included: its config could name an
-// fsmonitor, a filter or a diff driver, and running git there as the
-// runner would run those commands on the host. So git reads only the
-// work tree's files, with the runner's base.git (saved at staging) as the
-// repository and a throwaway index; the inbox's .git is never opened.
-// Committed changes the agent made are part of the patch too.
-func Collect(ctx context.Context, l Layout, t *manifest.Task) ([]Artifact, error) {
-	tmp, err := os.MkdirTemp("", "agent-runner-collect-")
-	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create a scratch index")
+// Git walking the agent's tree is agent-controlled input: nested
+// repositories make git run `git status` inside them with their own
+// config (filters, fsmonitor), attributes name drivers, huge or sparse
+// files and deep trees take unbounded time and memory. So git never runs
+// on the host: Collect runs it in a sandbox of b (the backend the agent
+// ran on) over the inbox, as the sandbox's uid, under lim, with the
+// runner's base.git read-only as the repository and a fresh scratch
+// directory for the index and the outputs. The host only reads the two
+// output files, refusing anything but a regular file and reading no more
+// than the cap.
+func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits) ([]Artifact, error) {
+	if b == nil {
+		return nil, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
 	}
-	defer os.RemoveAll(tmp)
-	env := []string{"GIT_DIR=" + l.Base(), "GIT_WORK_TREE=" + l.Inbox(), "GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
-	g := func(args ...string) ([]byte, error) { return gitEnv(ctx, l.Inbox(), env, args...) }
-	if _, err := g("read-tree", "refs/heads/base"); err != nil {
+	lim = lim.withDefaults()
+	sc, err := newScratch()
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
+	}
+	defer sc.remove()
+	if err := shareBase(l.Base()); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
+	}
+	stderr := &headBuffer{max: 4 << 10}
+	out, err := b.Run(ctx, collectSpec(l, t, sc.out, lim, stderr))
+	if err != nil {
+		return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot start the collection sandbox")
+	}
+	// Over the cap first: a killed git (the file-size limit) is not a
+	// failure to report as such.
+	untracked, uerr := readOutput(filepath.Join(sc.out, "untracked"), lim.MaxBytes)
+	patch, perr := readOutput(filepath.Join(sc.out, "patch"), lim.MaxBytes)
+	for _, e := range []error{uerr, perr} {
+		if errors.Is(e, errTooLarge) {
+			return nil, job.Errorf(job.CodeArtifactFailed, "the task's changes are over the %d-byte collection cap; no patch was kept", lim.MaxBytes).
+				With("limit_bytes", lim.MaxBytes)
+		}
+	}
+	if err := outcomeError(out, lim, stderr.String()); err != nil {
 		return nil, err
 	}
-	untracked, err := g("ls-files", "--others", "--exclude-standard", "-z")
-	if err != nil {
-		return nil, err
+	for _, e := range []error{uerr, perr} {
+		if e != nil {
+			return nil, job.Wrap(job.CodeArtifactFailed, e, "cannot read the collection's output")
+		}
 	}
+	files := splitNUL(untracked)
+	outs := []struct {
+		name string
+		b    []byte
+	}{
+		{t.Metadata.ID + ".patch", patch},
+		{t.Metadata.ID + "-untracked.txt", []byte(strings.Join(files, "\n") + newlineIf(len(files) > 0))},
+	}
+	var arts []Artifact
+	for _, o := range outs {
+		if err := os.WriteFile(filepath.Join(l.Artifacts(), o.name), o.b, 0o644); err != nil {
+			return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot write "+o.name)
+		}
+		sum := sha256.Sum256(o.b)
+		arts = append(arts, Artifact{Name: o.name, SizeBytes: int64(len(o.b)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	return arts, nil
+}
+
+// outcomeError says why the collection sandbox did not exit 0.
+func outcomeError(out backend.Outcome, lim CollectLimits, stderr string) error {
+	switch {
+	case out.Reason == job.ReasonTimeout:
+		return job.Errorf(job.CodeArtifactFailed, "collecting the task's changes timed out after %s", lim.Timeout).With("limit", "timeout")
+	case out.Reason == job.ReasonOOM:
+		return job.Errorf(job.CodeArtifactFailed, "collecting the task's changes ran out of its %d bytes of memory", lim.MemoryBytes).With("limit", "memory")
+	case out.ExitCode != nil && *out.ExitCode == 0:
+		return nil
+	}
+	how := out.Reason + " " + out.Signal
+	if out.ExitCode != nil {
+		how = "exit " + strconv.Itoa(*out.ExitCode)
+	}
+	return job.Errorf(job.CodeArtifactFailed, "collecting the task's changes failed (%s): %s", strings.TrimSpace(how), strings.TrimSpace(stderr))
+}
+
+func splitNUL(b []byte) []string {
 	var files []string
-	for _, f := range strings.Split(string(untracked), "\x00") {
+	for _, f := range strings.Split(string(b), "\x00") {
 		if f != "" {
 			files = append(files, f)
 		}
 	}
-	if len(files) > 0 {
-		// Intent-to-add makes new files part of the diff.
-		if _, err := g(append([]string{"add", "--intent-to-add", "--"}, files...)...); err != nil {
-			return nil, err
-		}
-	}
-	patch, err := g("diff", "--binary", "--no-ext-diff", "--no-textconv", "refs/heads/base")
-	if err != nil {
-		return nil, err
-	}
-	outs := map[string][]byte{
-		t.Metadata.ID + ".patch":         patch,
-		t.Metadata.ID + "-untracked.txt": []byte(strings.Join(files, "\n") + newlineIf(len(files) > 0)),
-	}
-	var arts []Artifact
-	for _, name := range []string{t.Metadata.ID + ".patch", t.Metadata.ID + "-untracked.txt"} {
-		b := outs[name]
-		if err := os.WriteFile(filepath.Join(l.Artifacts(), name), b, 0o644); err != nil {
-			return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot write "+name)
-		}
-		sum := sha256.Sum256(b)
-		arts = append(arts, Artifact{Name: name, SizeBytes: int64(len(b)), SHA256: hex.EncodeToString(sum[:])})
-	}
-	return arts, nil
+	return files
 }
 
 func newlineIf(b bool) string {

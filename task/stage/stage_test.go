@@ -43,7 +43,7 @@ var fast = Backoff{Base: time.Millisecond, Max: 4 * time.Millisecond, Attempts: 
 func TestStageLayoutAndPatchRoundTrip(t *testing.T) {
 	src, _ := origin(t)
 	for _, url := range []string{src, "file://" + src} {
-		l := Layout{Dir: t.TempDir()}
+		l := Layout{Dir: taskDir(t)}
 		tk := task(url, "main", "", "")
 		if err := Stage(context.Background(), l, tk, []byte("version: \"1\"\n"), fast); err != nil {
 			t.Fatalf("%s: %v", url, err)
@@ -60,7 +60,7 @@ func TestStageLayoutAndPatchRoundTrip(t *testing.T) {
 		os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("three\n"), 0o644)
 		os.WriteFile(filepath.Join(l.Inbox(), "new.txt"), []byte("added\n"), 0o644)
 		os.WriteFile(filepath.Join(l.Inbox(), "new.bin"), []byte{9, 0, 8}, 0o644)
-		arts, err := Collect(context.Background(), l, tk)
+		arts, err := collect(t, l, tk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,12 +174,11 @@ func TestTransientClassification(t *testing.T) {
 
 // TestCollectNeverRunsTheAgentsGitConfig: the agent owns inbox/.git, so it
 // can name commands in its config (filters, diff drivers, fsmonitor,
-// external diff) and attributes that select them. Collect runs git as the
-// runner on the host; none of those commands may run, and the patch must
-// still hold the change.
+// external diff) and attributes that select them. None of those commands
+// may run, and the patch must still hold the change.
 func TestCollectNeverRunsTheAgentsGitConfig(t *testing.T) {
 	src, _ := origin(t)
-	l := Layout{Dir: t.TempDir()}
+	l := Layout{Dir: taskDir(t)}
 	tk := task(src, "main", "", "")
 	if err := Stage(context.Background(), l, tk, nil, fast); err != nil {
 		t.Fatal(err)
@@ -197,7 +196,7 @@ func TestCollectNeverRunsTheAgentsGitConfig(t *testing.T) {
 	os.WriteFile(filepath.Join(l.Inbox(), "new.txt"), []byte("new\n"), 0o644)
 	// A commit the agent made is part of the change too.
 	os.WriteFile(filepath.Join(l.Inbox(), "bin.dat"), []byte{9, 9}, 0o644)
-	arts, err := Collect(context.Background(), l, tk)
+	arts, err := collect(t, l, tk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +222,14 @@ func TestCollectNeverRunsTheAgentsGitConfig(t *testing.T) {
 // commit, so changes the agent committed are not lost.
 func TestCollectIncludesTheAgentsCommits(t *testing.T) {
 	src, _ := origin(t)
-	l := Layout{Dir: t.TempDir()}
+	l := Layout{Dir: taskDir(t)}
 	tk := task(src, "main", "", "")
 	if err := Stage(context.Background(), l, tk, nil, fast); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(l.Inbox(), "pkg", "a.txt"), []byte("committed\n"), 0o644)
 	tasktest.Git(t, l.Inbox(), "commit", "--quiet", "-am", "agent commit")
-	arts, err := Collect(context.Background(), l, tk)
+	arts, err := collect(t, l, tk)
 	if err != nil {
 		t.Fatal(err)
 	}

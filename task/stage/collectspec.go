@@ -1,0 +1,80 @@
+package stage
+
+import (
+	"io"
+	"strconv"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+)
+
+// collectScript runs in the collection sandbox with the inbox as its
+// working directory (the workspace root: /workspace in linux_sandbox, the
+// inbox's host path in local_process). $1 is base.git (read-only), $2 the
+// scratch directory (writable), $3 the largest file it may write in
+// 512-byte blocks (one more than the cap, so the host sees an overrun),
+// $4 git's address space in KiB.
+//
+// Git reads only the work tree's files: the repository is base.git, the
+// index and any object it writes go to the scratch directory, and the
+// inbox's .git is never opened. Every command git could take from config
+// or attributes is switched off or ignored; --ignore-submodules=dirty
+// keeps git from running `git status` inside a nested repository (with
+// that repository's config), which is how the same git on the host ran
+// an agent's filter as root.
+const collectScript = `set -eu
+base=$1 out=$2
+ulimit -c 0
+ulimit -f "$3"
+ulimit -v "$4"
+mkdir "$out/objects"
+export GIT_DIR="$base" GIT_WORK_TREE="$PWD" GIT_INDEX_FILE="$out/index" \
+	GIT_OBJECT_DIRECTORY="$out/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$base/objects"
+g() {
+	git -c safe.directory="$base" -c core.hooksPath=/dev/null -c core.fsmonitor=false \
+		-c core.untrackedCache=false -c core.attributesFile=/dev/null -c core.excludesFile=/dev/null \
+		-c protocol.allow=never -c submodule.recurse=false -c advice.addEmbeddedRepo=false \
+		-c core.preloadIndex=false -c index.threads=1 \
+		-c core.packedGitWindowSize=32m -c core.packedGitLimit=256m "$@"
+}
+g read-tree refs/heads/base
+g ls-files --others --exclude-standard -z >"$out/untracked"
+if [ -s "$out/untracked" ]; then
+	g add --intent-to-add --pathspec-from-file="$out/untracked" --pathspec-file-nul
+fi
+g diff --binary --no-ext-diff --no-textconv --ignore-submodules=dirty refs/heads/base >"$out/patch"
+`
+
+// collectSpec is the collection sandbox: the inbox as its workspace (the
+// backend hands it to the sandbox's uid, as for the agent), base.git
+// read-only and the scratch directory writable at their host paths, no
+// network, and lim. The environment is complete: no system, global or
+// home configuration, literal pathspecs (a file named "*" is that file).
+func collectSpec(l Layout, t *manifest.Task, scratch string, lim CollectLimits, stderr io.Writer) backend.Spec {
+	blocks := lim.MaxBytes/512 + 1
+	return backend.Spec{
+		JobID: t.Metadata.ID + "-collect",
+		Argv: []string{"/bin/sh", "-c", collectScript, "collect", l.Base(), scratch,
+			strconv.FormatInt(blocks, 10), strconv.FormatInt(lim.MemoryBytes>>10, 10)},
+		Env: []string{
+			"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent", "XDG_CONFIG_HOME=/nonexistent",
+			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
+			"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_LITERAL_PATHSPECS=1", "GIT_NO_REPLACE_OBJECTS=1",
+		},
+		Workspace: backend.Workspace{Dir: l.Inbox()},
+		Cwd:       ".",
+		ReadOnly:  []string{l.Base()},
+		Writable:  []string{scratch},
+		Network:   job.NetworkDisabled,
+		Limits: backend.Limits{
+			Timeout:      lim.Timeout,
+			MemoryBytes:  lim.MemoryBytes,
+			CPUCount:     1,
+			MaxProcesses: 64,
+			TmpBytes:     64 << 20,
+		},
+		Stdout: io.Discard,
+		Stderr: stderr,
+	}
+}
