@@ -23,10 +23,12 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 // Config is the operator's side of running tasks.
@@ -36,6 +38,13 @@ type Config struct {
 	AllowHostNetwork bool
 	// Env resolves env-sourced secrets (default os.Getenv).
 	Env func(string) string
+	// Secrets is the operator's secrets file: the only secrets a task may
+	// be given (see Admit). Nil: a task that asks for any secret is
+	// refused.
+	Secrets *secretfile.File
+	// Roots bounds local repository paths and file:// URLs (see Admit);
+	// serve always sets it, nil leaves them unchecked (library use).
+	Roots *workspaceroot.Roots
 	// CloneBackoff is the git retry policy (default stage.CloneBackoff).
 	CloneBackoff *stage.Backoff
 	Output       func(stream string, p []byte)
@@ -118,6 +127,9 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err := step(state.Staging, "cloning "+t.Repository.URL); err != nil {
 		return md, err
 	}
+	if err := Admit(cfg, t); err != nil {
+		return fail(err)
+	}
 	backoff := stage.CloneBackoff
 	if cfg.CloneBackoff != nil {
 		backoff = *cfg.CloneBackoff
@@ -141,7 +153,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		return fail(err)
 	}
 	md.TokenHash = hash
-	secrets, err := resolveSecrets(t.Secrets, cfg.Env)
+	secrets, err := resolveSecrets(t.Secrets, cfg.Secrets, cfg.Env)
 	if err != nil {
 		return fail(err)
 	}
@@ -256,30 +268,17 @@ func newToken() (string, string, error) {
 	return tok, hex.EncodeToString(sum[:]), nil
 }
 
-// resolveSecrets reads env and file secrets; vault has no configuration
-// here and is refused with a clear error.
-func resolveSecrets(refs []manifest.Secret, env func(string) string) (map[string]string, error) {
-	if env == nil {
-		env = os.Getenv
-	}
+// resolveSecrets reads each secret's value from its registration in the
+// secrets file (Admit has checked that the manifest names it); the values
+// go to the agent's environment and to the scrubber, nowhere else.
+func resolveSecrets(refs []manifest.Secret, file *secretfile.File, env func(string) string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range refs {
-		switch s.Source {
-		case "env":
-			v := env(s.Key)
-			if v == "" {
-				return nil, job.Errorf(job.CodeInvalidRequest, "secret %s: environment variable %s is not set on the runner", s.Name, s.Key)
-			}
-			out[s.Name] = v
-		case "file":
-			b, err := os.ReadFile(s.Key)
-			if err != nil {
-				return nil, job.Wrap(job.CodeInvalidRequest, err, "secret "+s.Name+": cannot read its file")
-			}
-			out[s.Name] = strings.TrimRight(string(b), "\r\n")
-		case "vault":
-			return nil, job.Errorf(job.CodeInvalidRequest, "secret %s: source vault is not configured on this runner", s.Name)
+		v, err := file.Value(s.Name, env)
+		if err != nil {
+			return nil, err
 		}
+		out[s.Name] = v
 	}
 	return out, nil
 }
