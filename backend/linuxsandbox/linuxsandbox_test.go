@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/backendtest"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 )
@@ -24,3 +25,7 @@ func sandbox(t *testing.T) *linuxsandbox.Backend {
 }
 
 func TestConformance(t *testing.T) { backendtest.Run(t, sandbox(t)) }
+
+func TestAdversarial(t *testing.T) {
+	backendtest.Adversarial(t, func(t *testing.T) backend.Backend { return sandbox(t) })
+}

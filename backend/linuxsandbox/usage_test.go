@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/backend/backendtest"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -13,11 +14,11 @@ import (
 // the live samples see the memory, the CPU time and the processes, and no
 // sample arrives after Run returned.
 func TestUsageIsSampledWhileRunning(t *testing.T) {
-	needCgroups(t, job.LimitMemory)
+	backendtest.NeedLimit(t, sandbox(t), job.LimitMemory)
 	var mu sync.Mutex
 	var samples []backend.Usage
 	returned := false
-	_, errs, o := attack(t, `
+	_, errs, o := backendtest.Attack(t, sandbox(t), `
 import time
 b = bytearray(48 << 20)
 for i in range(0, len(b), 4096):
