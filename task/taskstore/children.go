@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/state"
 )
@@ -35,7 +36,8 @@ type queued struct {
 // children.max_concurrent children are active; until then it waits in
 // pending. A child may not reach beyond its parent: same repository, no
 // network the parent lacks, only secrets the parent was given, no more CPU,
-// memory or time.
+// memory, time or concurrent children; and it meets the operator's rules
+// (lifecycle.Admit) like any task.
 func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	parent, err := s.manifest(parentID)
 	if err != nil {
@@ -53,6 +55,9 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	}
 	t.ParentID = parentID
 	if err := withinParent(parent, t); err != nil {
+		return "", err
+	}
+	if err := lifecycle.Admit(s.Lifecycle, t); err != nil {
 		return "", err
 	}
 	// The stored manifest is the resolved one (inherited limits, parent_id),
@@ -73,13 +78,18 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	return t.Metadata.ID, nil
 }
 
+// maxConcurrent is how many children t may run at once.
+func maxConcurrent(t *manifest.Task) int {
+	if t != nil && t.Children != nil && t.Children.MaxConcurrent > 0 {
+		return t.Children.MaxConcurrent
+	}
+	return DefaultMaxConcurrent
+}
+
 // schedule starts a child now, or queues it behind its siblings when
 // parent's max_concurrent children are already running.
 func (s *Store) schedule(t *manifest.Task, doc []byte, parent *manifest.Task) {
-	max := DefaultMaxConcurrent
-	if parent != nil && parent.Children != nil && parent.Children.MaxConcurrent > 0 {
-		max = parent.Children.MaxConcurrent
-	}
+	max := maxConcurrent(parent)
 	s.mu.Lock()
 	active := 0
 	for _, p := range s.parentOf {
@@ -112,6 +122,8 @@ func withinParent(parent, child *manifest.Task) error {
 		return deny("vm.memory", "a child task cannot have more memory (%s) than its parent (%s)", child.VM.Memory, parent.VM.Memory)
 	case child.Timeout() > parent.Timeout():
 		return deny("lifecycle.timeout", "a child task cannot run longer (%s) than its parent (%s)", child.Lifecycle.Timeout, parent.Lifecycle.Timeout)
+	case child.Children != nil && maxConcurrent(child) > maxConcurrent(parent):
+		return deny("children.max_concurrent", "a child task cannot run more children at once (%d) than its parent (%d)", maxConcurrent(child), maxConcurrent(parent))
 	}
 	for _, sec := range child.Secrets {
 		if !slices.Contains(parent.Secrets, sec) {

@@ -60,10 +60,15 @@ func New(root string, cfg lifecycle.Config) (*Store, error) {
 // Dir is a task's directory.
 func (s *Store) Dir(id string) string { return filepath.Join(s.Root, id) }
 
-// Submit parses a manifest, records the task as pending and starts it.
+// Submit parses a manifest, checks it against the operator's rules
+// (lifecycle.Admit: workspace roots, secrets file), records the task as
+// pending and starts it.
 func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	t, err := manifest.Parse(manifestYAML)
 	if err != nil {
+		return "", err
+	}
+	if err := lifecycle.Admit(s.Lifecycle, t); err != nil {
 		return "", err
 	}
 	if err := s.create(t, manifestYAML); err != nil {
