@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
@@ -19,17 +20,27 @@ func init() {
 	var taskBackend string
 	var allowHost bool
 	var hang, heartbeat time.Duration
+	var secretsFile string
 	serveCmd.Flags().StringVar(&taskBackend, "task-backend", "", "backend agent tasks run on (default: --default-backend); serve refuses to start when it is unavailable")
 	serveCmd.Flags().BoolVar(&allowHost, "task-allow-host-network", false, "let tasks whose vm.network_mode needs egress use the host network")
 	serveCmd.Flags().DurationVar(&hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
 	serveCmd.Flags().DurationVar(&heartbeat, "task-heartbeat", 30*time.Second, "how often a running task's progress, CPU and memory are recorded (outbox/progress/metrics.jsonl)")
+	serveCmd.Flags().StringVar(&secretsFile, "secrets-file", "", "the only secrets agent tasks may name (YAML: secrets: {NAME: {env: VAR} | {file: PATH}}); without it a task asking for a secret is refused")
 	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
+		var secrets *secretfile.File
+		if secretsFile != "" {
+			var err error
+			if secrets, err = secretfile.Load(secretsFile); err != nil {
+				return usageError{err}
+			}
+		}
 		b, err := taskBackendFor(ctx, taskBackend, d)
 		if err != nil {
 			return err
 		}
 		metrics := taskmetrics.New(d.Metrics)
-		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe})
+		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe,
+			Secrets: secrets, Roots: d.Roots})
 		if err != nil {
 			return err
 		}
