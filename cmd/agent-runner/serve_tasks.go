@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
-	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskmetrics"
