@@ -70,7 +70,10 @@ func doorBackend(ctx context.Context, flag, kind string, unsafeLocal bool) (stri
 	if err != nil {
 		return "", err
 	}
-	return kind, probeBackend(ctx, flag, kind)
+	if err := probeBackend(ctx, flag, kind); err != nil {
+		return "", err
+	}
+	return kind, nil
 }
 
 // enabledBackends are the kinds requests may name (runner.Config.Backends):

@@ -28,7 +28,8 @@ func freeAddr(t *testing.T) string {
 
 func startServer(t *testing.T, store, addr string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn", "--workspace-root", os.TempDir())
+	cmd := exec.Command(binary, "serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn", "--workspace-root", os.TempDir(),
+		"--default-backend", "local_process", "--unsafe-local-process") // queue semantics; local_process children die with the server (PDEATHSIG)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

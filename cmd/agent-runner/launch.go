@@ -9,18 +9,22 @@ import (
 )
 
 func init() {
-	var manifestPath, taskPath, runsDir string
-	var asJSON bool
+	var manifestPath, taskPath, runsDir, backendKind string
+	var asJSON, unsafeLocal bool
 	cmd := &cobra.Command{
 		Use:   "launch --manifest FILE --task FILE [--runs-dir runs]",
 		Short: "Run a scripted agent task under its manifest's compiled policy",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			kind, err := checkBackendFlag("backend", backendKind, unsafeLocal)
+			if err != nil {
+				return err
+			}
 			task, err := launch.LoadTask(taskPath)
 			if err != nil {
 				return err
 			}
-			sum, err := launch.Scripted(cmd.Context(), manifestPath, task, launch.Options{RunsDir: runsDir})
+			sum, err := launch.Scripted(cmd.Context(), manifestPath, task, launch.Options{RunsDir: runsDir, Backend: kind})
 			if err != nil {
 				return err
 			}
@@ -31,9 +35,18 @@ func init() {
 	cmd.Flags().StringVar(&taskPath, "task", "", "task file (JSON, or YAML by extension)")
 	cmd.Flags().StringVar(&runsDir, "runs-dir", "runs", "directory for run directories")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json instead of text")
+	addToolBackendFlags(cmd, &backendKind, &unsafeLocal)
 	cmd.MarkFlagRequired("manifest")
 	cmd.MarkFlagRequired("task")
 	rootCmd.AddCommand(cmd)
+}
+
+// addToolBackendFlags adds --backend and --unsafe-local-process: the
+// backend the gateway's subprocess tools run on. A tool call fails with
+// backend.unavailable when it cannot start; there is no fallback.
+func addToolBackendFlags(cmd *cobra.Command, kind *string, unsafeLocal *bool) {
+	cmd.Flags().StringVar(kind, "backend", isolatingDefault, "backend subprocess tools (run_tests, git_status) run on; a call fails backend.unavailable when it cannot start")
+	cmd.Flags().BoolVar(unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
 }
 
 // printRunSummary prints a run's outcome (shared by launch and run-agent).

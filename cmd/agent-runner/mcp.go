@@ -2,43 +2,58 @@ package main
 
 import (
 	"errors"
+	"log/slog"
+	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // mcpManifest is set by a file that serves an agent manifest's gateway
-// tools over MCP (agent-runner mcp --manifest); nil when not built in.
-var mcpManifest func(cmd *cobra.Command, manifest string) error
+// tools over MCP (agent-runner mcp --manifest), their subprocess tools on
+// backend; nil when not built in.
+var mcpManifest func(cmd *cobra.Command, manifest, backend string) error
 
 func init() {
 	var roots []string
-	var allowShell bool
-	var storeDir, manifest string
+	var allowShell, unsafeLocal bool
+	var storeDir, manifest, backendKind string
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve agent-runner's sandbox tools to an MCP client over stdio",
 		Long: "mcp speaks the Model Context Protocol on stdin/stdout. Tools: sandbox.run (seed 001's\n" +
 			"sandbox/run: MCP tool names cannot contain '/'), sandbox.status, sandbox.artifacts,\n" +
 			"sandbox.cancel. Workspaces must lie under a --workspace-root; shell commands are refused\n" +
-			"unless --allow-shell. The runner's own validation and policy apply to every job.",
+			"unless --allow-shell. Jobs run on --backend (linux_sandbox; mcp refuses to start when it\n" +
+			"is unavailable, and local_process needs --unsafe-local-process). The runner's own\n" +
+			"validation and policy apply to every job.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			kind, err := checkBackendFlag("backend", backendKind, unsafeLocal)
+			if err != nil {
+				return err
+			}
+			warnUnsafeLocal(telemetry.Logger(os.Stderr, slog.LevelWarn), unsafeLocal, kind)
 			if manifest != "" {
 				if mcpManifest == nil {
 					return usageError{errors.New("manifest tools over MCP are not built into this binary")}
 				}
-				return mcpManifest(cmd, manifest)
-			}
-			r, err := newRunner(storeDir, "")
-			if err != nil {
-				return err
+				return mcpManifest(cmd, manifest, kind)
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell})
+			if err := probeBackend(ctx, "backend", kind); err != nil {
+				return err
+			}
+			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: []string{kind}})
+			if err != nil {
+				return err
+			}
+			s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind})
 			return s.Run(ctx, &mcp.StdioTransport{})
 		},
 	}
@@ -46,5 +61,7 @@ func init() {
 	cmd.Flags().BoolVar(&allowShell, "allow-shell", false, "let argv name a shell (the request policy must still allow it)")
 	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "run store directory")
 	cmd.Flags().StringVar(&manifest, "manifest", "", "serve this agent manifest's gateway tools instead of the sandbox tools")
+	cmd.Flags().StringVar(&backendKind, "backend", isolatingDefault, "backend every job (or, with --manifest, every subprocess tool) runs on; never a fallback")
+	cmd.Flags().BoolVar(&unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
 	rootCmd.AddCommand(cmd)
 }

@@ -20,10 +20,10 @@ func init() {
 			c.Flags().StringVar(&runsDir, "runs-dir", "runs", "with --manifest: directory for the run's audit and summary")
 		}
 	}
-	mcpManifest = func(cmd *cobra.Command, manifest string) error {
+	mcpManifest = func(cmd *cobra.Command, manifest, backend string) error {
 		ctx, stop := signalContext()
 		defer stop()
-		sess, err := launch.Open(ctx, manifest, "mcp", launch.Options{RunsDir: runsDir})
+		sess, err := launch.Open(ctx, manifest, "mcp", launch.Options{RunsDir: runsDir, Backend: backend})
 		if err != nil {
 			return err
 		}

@@ -15,8 +15,9 @@ import (
 type runAgentFlags struct {
 	manifest, prompt, message, runsDir string
 	model, modelName, baseURL, mockDir string
+	backend                            string
 	maxTokens                          int
-	asJSON                             bool
+	asJSON, unsafeLocal                bool
 }
 
 func init() {
@@ -51,7 +52,11 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := launch.Open(cmd.Context(), f.manifest, "agent:"+f.model, launch.Options{RunsDir: f.runsDir})
+			kind, err := checkBackendFlag("backend", f.backend, f.unsafeLocal)
+			if err != nil {
+				return err
+			}
+			s, err := launch.Open(cmd.Context(), f.manifest, "agent:"+f.model, launch.Options{RunsDir: f.runsDir, Backend: kind})
 			if err != nil {
 				return err
 			}
@@ -72,6 +77,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 	fl.StringVar(&f.runsDir, "runs-dir", "runs", "directory for run directories")
 	fl.BoolVar(&f.asJSON, "json", false, "print summary.json instead of text")
 	fl.StringVar(&f.mockDir, "mock-dir", "", "directory the mock model inspects (default: the manifest's first read root)")
+	addToolBackendFlags(cmd, &f.backend, &f.unsafeLocal)
 	if fixedModel == "" {
 		fl.StringVar(&f.model, "model", "mock", "model client: mock, openai or anthropic")
 		fl.StringVar(&f.modelName, "model-name", "", "model id (default $OPENAI_MODEL or $ANTHROPIC_MODEL)")
