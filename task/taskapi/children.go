@@ -24,7 +24,8 @@ const ChildSocketName = "children.sock"
 // task's sandbox and the agent finds the path in $AGENT_RUNNER_SOCKET.
 // Every request must carry "Authorization: Bearer $AGENT_TASK_TOKEN"; the
 // socket belongs to one parent, so a caller can create, see, download from
-// and cancel only that parent's own children.
+// and cancel only that parent's own children. The server holds at most
+// ChildSocketConns connections and times out slow and idle ones.
 //
 //	POST   /v1/tasks                          submit a child (YAML, or JSON like /api/v1/tasks)
 //	GET    /v1/tasks                          the parent's children
@@ -56,8 +57,15 @@ func ChildSocket(s *taskstore.Store) func(parentID, tokenHash string) (string, f
 		mux.HandleFunc("DELETE /v1/tasks/{id}", c.own(c.api.cancel))
 		mux.HandleFunc("GET /v1/tasks/{id}/artifacts", c.own(c.api.artifacts))
 		mux.HandleFunc("GET /v1/tasks/{id}/artifacts/{name...}", c.own(c.api.download))
-		srv := &http.Server{Handler: c.authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
+		srv := &http.Server{
+			Handler:           c.authenticate(mux),
+			ReadHeaderTimeout: childSocketReadHeaderTimeout,
+			ReadTimeout:       childSocketReadTimeout,
+			WriteTimeout:      childSocketWriteTimeout,
+			IdleTimeout:       childSocketIdleTimeout,
+			MaxHeaderBytes:    64 << 10,
+		}
+		go srv.Serve(newCapListener(ln, ChildSocketConns))
 		return sock, func() { srv.Close(); os.RemoveAll(dir) }, nil
 	}
 }
