@@ -12,23 +12,16 @@ package backendtest
 // test for a class of escape; docs/threat-model.md lists them.
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
@@ -59,20 +52,9 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"NoNestedNamespacesOrSharedCounters", advNoNestedNamespacesOrSharedCounters},
 		{"ExhaustionInOneSandboxLeavesOthersWorking", advExhaustionInOneSandboxLeavesOthersWorking},
 		{"ConcurrentSandboxesGetTheirOwnHostIDs", advConcurrentSandboxesGetTheirOwnHostIDs},
-		{"NoControllingTerminal", advNoControllingTerminal},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}
-}
-
-// runPattern is the -test.run pattern that selects exactly the test or
-// subtest named name in a re-executed test binary.
-func runPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
 }
 
 // Attack runs a python3 program in a sandbox and returns stdout, stderr
@@ -570,68 +552,4 @@ func advConcurrentSandboxesGetTheirOwnHostIDs(t *testing.T, newBackend Factory) 
 			t.Errorf("a sandbox maps to host root: %q", m)
 		}
 	}
-}
-
-// TestNoControllingTerminal runs a sandbox from a child of the test
-// whose controlling terminal is a pty, as `agent-runner run` typed in a
-// terminal is, and checks that nothing the workload writes to /dev/tty
-// reaches that terminal.
-func advNoControllingTerminal(t *testing.T, newBackend Factory) {
-	if os.Getenv("AR_TTY_CHILD") == "1" {
-		out, errs, _ := Attack(t, newBackend(t), ttyWriter)
-		fmt.Printf("CHILD-DONE %q %q\n", out, errs)
-		return
-	}
-	newBackend(t)
-	master, slave := openPTY(t)
-	cmd := exec.Command(os.Args[0], "-test.run="+runPattern(t.Name()), "-test.count=1")
-	cmd.Env = append(os.Environ(), "AR_TTY_CHILD=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	var seen bytes.Buffer
-	copied := make(chan struct{})
-	go func() { io.Copy(&seen, master); close(copied) }()
-	cmd.Wait()
-	master.Close()
-	<-copied
-	if !strings.Contains(seen.String(), "CHILD-DONE") {
-		t.Fatalf("the child did not run the sandbox: %q", seen.String())
-	}
-	if strings.Contains(seen.String(), "INJECTED") || !strings.Contains(seen.String(), "NOTTY 6") {
-		t.Errorf("the workload reached the operator's terminal (want ENXIO on /dev/tty):\n%s", seen.String())
-	}
-}
-
-const ttyWriter = `
-import os
-try:
-    fd = os.open("/dev/tty", os.O_RDWR)
-    os.write(fd, b"INJECTED\\n")
-    print("OPENED")
-except OSError as e:
-    print("NOTTY", e.errno)
-`
-
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pty: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, s
 }

@@ -99,6 +99,7 @@ func Run(t *testing.T, b backend.Backend) {
 		{"StdinIsEmpty", stdinEmpty},
 		{"StdinReaderIsPiped", stdinReader},
 		{"OpenStdinDoesNotHoldRun", stdinStaysOpen},
+		{"NoControllingTerminal", noControllingTerminal},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })

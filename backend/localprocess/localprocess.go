@@ -75,12 +75,15 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 	}
 	defer closeStdin()
 	cmd := &exec.Cmd{
-		Path:        path,
-		Args:        spec.Argv,
-		Env:         append([]string{}, spec.Env...),
-		Dir:         dir,
-		Stdin:       stdin,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Path:  path,
+		Args:  spec.Argv,
+		Env:   append([]string{}, spec.Env...),
+		Dir:   dir,
+		Stdin: stdin,
+		// A session of its own: no controlling terminal, so /dev/tty never
+		// reaches the operator's terminal; it is also the process group
+		// the tree kill signals.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	drains, err := attachOutput(cmd, spec)
 	if err != nil {
