@@ -11,7 +11,7 @@ import (
 // TestStdinAndUsageExitCodes covers --request - for run and validate, and
 // usage mistakes, through the built binary's real exit-code mapping.
 func TestStdinAndUsageExitCodes(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	good := request(t, `["cat","a.txt"]`, `["cat"]`, "")
 	tests := []struct {
 		name   string

@@ -62,7 +62,7 @@ func request(t *testing.T, argv, allowed string, extra string) string {
 }
 
 func TestRunExitCodes(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	tests := []struct {
 		name   string
 		body   string
@@ -89,7 +89,7 @@ func TestRunExitCodes(t *testing.T) {
 }
 
 func TestRunFromStdinAndOut(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	outFile := filepath.Join(t.TempDir(), "result.json")
 	_, stderr, code := cli(t, request(t, `["cat","a.txt"]`, `["cat"]`, ""), "run", "--request", "-", "--store-dir", store, "--out", outFile)
 	if code != 0 {
@@ -103,7 +103,7 @@ func TestRunFromStdinAndOut(t *testing.T) {
 }
 
 func TestOperationalExitCodes(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	good := requestFile(t, request(t, `["true"]`, `["true"]`, ""))
 	tests := []struct {
 		name string
@@ -158,7 +158,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestReplayCLI(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	out, _, code := cli(t, "", "run", "--request", requestFile(t, request(t, `["cat","a.txt"]`, `["cat"]`, "")), "--store-dir", store)
 	var res job.Result
 	json.Unmarshal([]byte(out), &res)

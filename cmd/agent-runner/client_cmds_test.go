@@ -51,7 +51,7 @@ func decode[T any](t *testing.T, s string) T {
 // and cancel against a real serve process.
 func TestClientVerbs(t *testing.T) {
 	addr := freeAddr(t)
-	startServe(t, addr, "--store-dir", t.TempDir(), "--workers", "1")
+	startServe(t, addr, "--store-dir", sandboxTempDir(t), "--workers", "1")
 	server := "--server=http://" + addr
 	ws := t.TempDir()
 	req := requestFile(t, `{"workspace":{"path":"`+ws+`"},"command":{"argv":["sh","-c","echo out; echo err >&2"]},"policy":{"allowed_commands":["sh"],"allow_shell":true}}`)
@@ -125,7 +125,7 @@ func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
 // its NATS server, and a separate `worker --nats URL` process on the same
 // store that runs the jobs.
 func TestWorkerJoinsExternalQueue(t *testing.T) {
-	store := t.TempDir()
+	store := sandboxTempDir(t)
 	addr, natsAddr := freeAddr(t), freeAddr(t)
 	startServe(t, addr, "--store-dir", store, "--no-workers", "--nats-listen", natsAddr, "--queue-capacity", "7")
 	c := client.New("http://"+addr, "")

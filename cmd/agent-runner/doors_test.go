@@ -72,3 +72,17 @@ func TestServeRefusesUnenabledLocalProcess(t *testing.T) {
 		t.Errorf("submit naming local_process = exit %d %q, want %d validation.invalid_request", code, stderr, exitInvalid)
 	}
 }
+
+// sandboxTempDir is t.TempDir() made searchable by linux_sandbox's
+// unprivileged uid, for a run store whose snapshots jobs run from (the
+// default backend of run, serve, worker and mcp is linux_sandbox).
+func sandboxTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

@@ -49,7 +49,7 @@ func TestMCPExample(t *testing.T) {
 	}
 
 	// Over stdio, as an MCP host would run it.
-	cmd := exec.Command(binary, "mcp", "--workspace-root", root, "--store-dir", t.TempDir())
+	cmd := exec.Command(binary, "mcp", "--workspace-root", root, "--store-dir", sandboxTempDir(t))
 	cmd.Dir = root
 	c := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
