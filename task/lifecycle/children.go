@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
 )
@@ -75,9 +76,11 @@ func ReadMetadata(dir string) (Metadata, bool) {
 
 // aggregate copies every finished child's artifacts (and its
 // metadata.json) into outbox/artifacts/children/<child_id>/, with
-// checksums, reading only the names the child's metadata lists.
+// checksums, reading only the names the child's metadata lists, through
+// safecopy within the default artifact caps.
 func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artifact {
 	var out []stage.Artifact
+	budget := &safecopy.Budget{MaxBytes: DefaultMaxArtifactBytes}
 	for _, c := range children {
 		if !c.State.Terminal() {
 			continue
@@ -86,14 +89,14 @@ func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artif
 		if !ok {
 			continue
 		}
-		root, err := os.OpenRoot(filepath.Join(storeRoot, c.TaskID, "outbox", "artifacts"))
+		root, err := safecopy.OpenRoot(filepath.Join(storeRoot, c.TaskID, "outbox", "artifacts"))
 		if err != nil {
 			continue
 		}
 		dst := filepath.Join(l.Artifacts(), "children", c.TaskID)
 		prefix := "children/" + c.TaskID + "/"
 		for _, name := range append([]string{"metadata.json"}, artifactNames(md)...) {
-			if a, ok := copyArtifactAs(root, name, dst, prefix); ok {
+			if a, err := copyArtifactAs(context.Background(), root, name, dst, prefix, DefaultMaxArtifactFileBytes, budget); err == nil {
 				out = append(out, a)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
+	"errors"
 	"io/fs"
 	"os"
 	"path"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -60,10 +61,23 @@ type Config struct {
 	// ChildrenOf lists a task's children (wait_for_children,
 	// aggregate_artifacts); the task store sets it.
 	ChildrenOf func(parentID string) []state.Record
+	// MaxArtifactFileBytes and MaxArtifactBytes cap the files copied for
+	// lifecycle.artifact_patterns, per file and in total, counted on the
+	// bytes read; a file over either is skipped and noted in events.jsonl
+	// as artifact_skipped. Zero takes DefaultMaxArtifactFileBytes and
+	// DefaultMaxArtifactBytes.
+	MaxArtifactFileBytes int64
+	MaxArtifactBytes     int64
 	// Collect bounds the sandbox the patch is collected in (on Backend,
 	// as the agent ran); zero fields take stage's defaults.
 	Collect stage.CollectLimits
 }
+
+// Default caps of the artifact_patterns copy (see Config).
+const (
+	DefaultMaxArtifactFileBytes = 100 << 20
+	DefaultMaxArtifactBytes     = 1 << 30
+)
 
 // LimitDisk names the vm.disk quota in Metadata's enforcement lists.
 const LimitDisk = "disk"
@@ -196,7 +210,9 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	// patterns, with a fresh context: a cancelled run still yields them.
 	collect := func() error {
 		arts, err := stage.Collect(context.Background(), l, t, cfg.Backend, cfg.Collect)
-		md.Artifacts = append(append(md.Artifacts, arts...), collectPatterns(l, t)...)
+		files, skipped := collectPatterns(context.Background(), l, t, cfg.artifactCaps())
+		md.Artifacts = append(append(md.Artifacts, arts...), files...)
+		noteSkipped(m, skipped)
 		return err
 	}
 	if out.Reason == job.ReasonCanceled {
@@ -284,45 +300,103 @@ func resolveSecrets(refs []manifest.Secret, file *secretfile.File, env func(stri
 }
 
 // collectPatterns copies lifecycle.artifact_patterns matches from the
-// workspace into outbox/artifacts with checksums. Patterns are
-// slash-separated globs where "**" spans any number of directories. The
-// agent wrote the workspace: the walk and the reads go through an os.Root
-// and never follow a symlink, so a link pointing out of the workspace
-// yields nothing; only regular files are copied; .git is skipped.
-func collectPatterns(l stage.Layout, t *manifest.Task) []stage.Artifact {
+// workspace into outbox/artifacts with checksums, and returns the matches
+// it skipped with the reason. Patterns are slash-separated globs where
+// "**" spans any number of directories. The agent wrote the workspace, so
+// it is walked and read through package safecopy: no symlink is followed
+// in any component (the workdir itself included), a link pointing out of
+// the workspace yields nothing, only regular files are opened (a FIFO or
+// device is never blocked on), .git is skipped, and each file is cut off
+// at the caps on the bytes actually read (a sparse 8 GiB file is skipped,
+// not copied).
+func collectPatterns(ctx context.Context, l stage.Layout, t *manifest.Task, caps artifactCaps) ([]stage.Artifact, []string) {
 	if len(t.Lifecycle.ArtifactPatterns) == 0 {
-		return nil
+		return nil, nil
 	}
-	root, err := os.OpenRoot(l.Workdir(t))
+	root, err := safecopy.OpenRoot(l.Inbox())
 	if err != nil {
-		return nil
+		return nil, []string{"workspace: " + err.Error()}
 	}
 	defer root.Close()
-	var out []stage.Artifact
-	fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
+	if sub := t.Repository.Subpath; sub != "" && sub != "." {
+		inner, err := root.Sub(sub)
 		if err != nil {
-			return nil
+			return nil, []string{"workspace: " + err.Error()}
 		}
-		if d.IsDir() {
-			if d.Name() == ".git" {
+		defer inner.Close()
+		root = inner
+	}
+	budget := &safecopy.Budget{MaxBytes: caps.total}
+	var out []stage.Artifact
+	var skipped []string
+	err = root.Walk(ctx, func(name string, info safecopy.Info) error {
+		if info.Mode.IsDir() {
+			if path.Base(name) == ".git" {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
+		if !info.Mode.IsRegular() {
 			return nil // symlinks, devices, fifos
 		}
 		for _, pat := range t.Lifecycle.ArtifactPatterns {
 			if matchGlob(pat, name) {
-				if a, ok := copyArtifact(root, name, filepath.Join(l.Artifacts(), "files")); ok {
-					out = append(out, a)
+				a, err := copyArtifactAs(ctx, root, name, filepath.Join(l.Artifacts(), "files"), "files/", caps.file, budget)
+				if err != nil {
+					skipped = append(skipped, skipReason("files/"+name, err, caps))
+					break
 				}
+				out = append(out, a)
 				break
 			}
 		}
 		return nil
 	})
-	return out
+	if err != nil {
+		skipped = append(skipped, "workspace walk stopped: "+err.Error())
+	}
+	return out, skipped
+}
+
+// artifactCaps are the effective artifact_patterns caps of a Config.
+type artifactCaps struct{ file, total int64 }
+
+func (c Config) artifactCaps() artifactCaps {
+	caps := artifactCaps{file: c.MaxArtifactFileBytes, total: c.MaxArtifactBytes}
+	if caps.file <= 0 {
+		caps.file = DefaultMaxArtifactFileBytes
+	}
+	if caps.total <= 0 {
+		caps.total = DefaultMaxArtifactBytes
+	}
+	return caps
+}
+
+func skipReason(name string, err error, caps artifactCaps) string {
+	switch {
+	case errors.Is(err, safecopy.ErrTooLarge):
+		// The cap in force was the smaller of the two.
+		return name + ": over max_artifact_file_bytes (" + strconv.FormatInt(caps.file, 10) +
+			") or what is left of max_artifact_bytes (" + strconv.FormatInt(caps.total, 10) + ")"
+	case errors.Is(err, safecopy.ErrNotRegular), errors.Is(err, safecopy.ErrSymlink):
+		return name + ": no longer a regular file inside the workspace"
+	}
+	return name + ": " + err.Error()
+}
+
+// maxSkipNotes bounds the artifact_skipped events one task writes; the
+// rest are counted in one last note.
+const maxSkipNotes = 20
+
+// noteSkipped records skipped artifacts in events.jsonl.
+func noteSkipped(m *state.Machine, skipped []string) {
+	for i, s := range skipped {
+		if i == maxSkipNotes {
+			_ = m.Note("artifact_skipped", strconv.Itoa(len(skipped)-i)+" more artifacts skipped")
+			return
+		}
+		_ = m.Note("artifact_skipped", s)
+	}
 }
 
 // matchGlob matches a slash-separated name against a pattern whose "**"
@@ -352,36 +426,25 @@ func matchSegments(pat, name []string) bool {
 	return len(name) == 0
 }
 
-// copyArtifact copies one regular file (never a symlink) from root.
-func copyArtifact(root *os.Root, name, dstDir string) (stage.Artifact, bool) {
-	return copyArtifactAs(root, name, dstDir, "files/")
-}
-
-// copyArtifactAs copies name into dstDir and names the artifact prefix+name.
-func copyArtifactAs(root *os.Root, name, dstDir, prefix string) (stage.Artifact, bool) {
-	fi, err := root.Lstat(name)
-	if err != nil || !fi.Mode().IsRegular() {
-		return stage.Artifact{}, false
+// copyArtifactAs copies the regular file name beneath root into dstDir,
+// within fileCap and what is left of b (nil: fileCap alone), and names the
+// artifact prefix+name. Nothing is left at the destination on error.
+func copyArtifactAs(ctx context.Context, root *safecopy.Root, name, dstDir, prefix string, fileCap int64, b *safecopy.Budget) (stage.Artifact, error) {
+	if b == nil {
+		b = &safecopy.Budget{}
 	}
-	src, err := root.Open(name)
+	limit, err := b.Limit(fileCap)
 	if err != nil {
-		return stage.Artifact{}, false
+		return stage.Artifact{}, err
 	}
-	defer src.Close()
 	dst := filepath.Join(dstDir, filepath.FromSlash(name))
-	os.MkdirAll(filepath.Dir(dst), 0o755)
-	f, err := os.Create(dst)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return stage.Artifact{}, err
+	}
+	c, err := root.CopyFile(ctx, name, dst, 0o644, limit)
 	if err != nil {
-		return stage.Artifact{}, false
+		return stage.Artifact{}, err
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), src)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(dst)
-		return stage.Artifact{}, false
-	}
-	return stage.Artifact{Name: prefix + name, SizeBytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}, true
+	b.Take(c.Size)
+	return stage.Artifact{Name: prefix + name, SizeBytes: c.Size, SHA256: c.SHA256}, nil
 }
