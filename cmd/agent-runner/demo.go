@@ -84,14 +84,23 @@ func unpackDemo(dst string) error {
 	})
 }
 
+// demoBackend picks linux_sandbox, or says loudly why the demo runs
+// without isolation instead (the demo's own embedded code is trusted; a
+// request that names linux_sandbox never runs anywhere else).
 func demoBackend(ctx context.Context) string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if b, ok := backend.Lookup("linux_sandbox"); ok && b.Available(ctx) == nil {
-		return "linux_sandbox"
+	b, ok := backend.Lookup("linux_sandbox")
+	if !ok {
+		fmt.Fprintln(os.Stderr, "demo: WARNING: linux_sandbox is not built in; running the demo on local_process, with no isolation")
+		return "local_process"
 	}
-	return "local_process"
+	if err := b.Available(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "demo: WARNING: linux_sandbox is unavailable here (%v); running the demo on local_process, with no isolation (run `agent-runner demo --backend linux_sandbox` to require it)\n", err)
+		return "local_process"
+	}
+	return "linux_sandbox"
 }
 
 func demoRequest(ws, kind string) job.Request {
