@@ -44,6 +44,9 @@ const probeAttempts = 3
 // probe runs /bin/true in a sandbox to learn whether this host allows the
 // namespaces, mounts and pivot_root the backend needs.
 func (b *Backend) probe(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("probe canceled: %w", err)
+	}
 	if !initHooked {
 		return fmt.Errorf("the sandbox init is not hooked into this binary (call linuxsandbox.MaybeInit first in main or TestMain)")
 	}
