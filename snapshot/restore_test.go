@@ -122,3 +122,27 @@ func TestRestoreCapsOnRecordedBytes(t *testing.T) {
 		t.Errorf("Restore left a.txt of %d bytes", fi.Size())
 	}
 }
+
+// TestCopyFileRefusesAFIFO: a workspace file swapped for a FIFO between
+// Copy's walk and its copy is refused at once (the old open blocked until
+// a writer came).
+func TestCopyFileRefusesAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := copyFile(fifo, filepath.Join(dir, "out"), 0o644)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("copyFile of a FIFO succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("copyFile still blocked on a FIFO after 10 s")
+	}
+}
