@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,11 +93,8 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	// failure to report as such.
 	untracked, uerr := readOutput(filepath.Join(sc.out, "untracked"), lim.MaxBytes)
 	patch, perr := readOutput(filepath.Join(sc.out, "patch"), lim.MaxBytes)
-	for _, e := range []error{uerr, perr} {
-		if errors.Is(e, errTooLarge) {
-			return nil, job.Errorf(job.CodeArtifactFailed, "the task's changes are over the %d-byte collection cap; no patch was kept", lim.MaxBytes).
-				With("limit_bytes", lim.MaxBytes)
-		}
+	if errors.Is(uerr, errTooLarge) || errors.Is(perr, errTooLarge) {
+		return nil, overCap(lim, "")
 	}
 	if err := outcomeError(out, lim, stderr.String()); err != nil {
 		return nil, err
@@ -125,6 +123,19 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	return arts, nil
 }
 
+// exitOverCap is collectScript's exit status for a new file over the cap.
+const exitOverCap = 3
+
+// overCap is the error of changes too big to collect; detail says which
+// file, where the script named it.
+func overCap(lim CollectLimits, detail string) error {
+	msg := fmt.Sprintf("the task's changes are over the %d-byte collection cap; no patch was kept", lim.MaxBytes)
+	if detail = strings.TrimSpace(detail); detail != "" {
+		msg += " (" + detail + ")"
+	}
+	return job.Errorf(job.CodeArtifactFailed, "%s", msg).With("limit_bytes", lim.MaxBytes)
+}
+
 // outcomeError says why the collection sandbox did not exit 0.
 func outcomeError(out backend.Outcome, lim CollectLimits, stderr string) error {
 	switch {
@@ -134,6 +145,8 @@ func outcomeError(out backend.Outcome, lim CollectLimits, stderr string) error {
 		return job.Errorf(job.CodeArtifactFailed, "collecting the task's changes ran out of its %d bytes of memory", lim.MemoryBytes).With("limit", "memory")
 	case out.ExitCode != nil && *out.ExitCode == 0:
 		return nil
+	case out.ExitCode != nil && *out.ExitCode == exitOverCap:
+		return overCap(lim, stderr)
 	}
 	how := out.Reason + " " + out.Signal
 	if out.ExitCode != nil {

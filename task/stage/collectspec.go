@@ -12,9 +12,11 @@ import (
 // collectScript runs in the collection sandbox with the inbox as its
 // working directory (the workspace root: /workspace in linux_sandbox, the
 // inbox's host path in local_process). $1 is base.git (read-only), $2 the
-// scratch directory (writable), $3 the largest file it may write in
-// 512-byte blocks (one more than the cap, so the host sees an overrun),
-// $4 git's address space in KiB.
+// scratch directory (writable), $3 the cap in bytes (every file it writes
+// may grow one 512-byte block past it, so the host sees an overrun, and a
+// new file over it fails the collection, with exit status 3, before git
+// reads it), $4 git's
+// address space in KiB (a modified file too big to map fails).
 //
 // Git reads only the work tree's files: the repository is base.git, the
 // index and any object it writes go to the scratch directory, and the
@@ -26,7 +28,7 @@ import (
 const collectScript = `set -eu
 base=$1 out=$2
 ulimit -c 0
-ulimit -f "$3"
+ulimit -f $(($3 / 512 + 1))
 ulimit -v "$4"
 mkdir "$out/objects"
 export GIT_DIR="$base" GIT_WORK_TREE="$PWD" GIT_INDEX_FILE="$out/index" \
@@ -41,6 +43,9 @@ g() {
 g read-tree refs/heads/base
 g ls-files --others --exclude-standard -z >"$out/untracked"
 if [ -s "$out/untracked" ]; then
+	xargs -0 stat -c '%s %A %n' -- <"$out/untracked" | awk -v max="$3" '
+		$1 > max && $2 ~ /^-/ { sub(/^[0-9]+ [^ ]+ /, ""); print "new file over the " max "-byte collection cap: " $0 >"/dev/stderr"; big = 1 }
+		END { exit big * 3 }'
 	g add --intent-to-add --pathspec-from-file="$out/untracked" --pathspec-file-nul
 fi
 g diff --binary --no-ext-diff --no-textconv --ignore-submodules=dirty refs/heads/base >"$out/patch"
@@ -52,11 +57,10 @@ g diff --binary --no-ext-diff --no-textconv --ignore-submodules=dirty refs/heads
 // network, and lim. The environment is complete: no system, global or
 // home configuration, literal pathspecs (a file named "*" is that file).
 func collectSpec(l Layout, t *manifest.Task, scratch string, lim CollectLimits, stderr io.Writer) backend.Spec {
-	blocks := lim.MaxBytes/512 + 1
 	return backend.Spec{
 		JobID: t.Metadata.ID + "-collect",
 		Argv: []string{"/bin/sh", "-c", collectScript, "collect", l.Base(), scratch,
-			strconv.FormatInt(blocks, 10), strconv.FormatInt(lim.MemoryBytes>>10, 10)},
+			strconv.FormatInt(lim.MaxBytes, 10), strconv.FormatInt(lim.MemoryBytes>>10, 10)},
 		Env: []string{
 			"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent", "XDG_CONFIG_HOME=/nonexistent",
 			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
