@@ -99,7 +99,7 @@ func (r Roots) Check(p string) (string, error) {
 			exReal = x
 		}
 		if under(real, exReal) || under(exReal, real) || under(abs, ex) || under(ex, abs) {
-			return "", escape("is or holds the run store, which no job or task may read")
+			return "", escape("is in the run store or holds it; no job or task may read the store")
 		}
 	}
 	return real, nil
