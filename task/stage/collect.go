@@ -84,7 +84,7 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	if err := shareBase(l.Base()); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
 	}
-	stderr := &headBuffer{max: 4 << 10}
+	stderr := &tailBuffer{max: 4 << 10}
 	out, err := b.Run(ctx, collectSpec(l, t, sc.out, lim, stderr))
 	if err != nil {
 		return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot start the collection sandbox")

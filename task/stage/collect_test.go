@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -187,14 +188,17 @@ func TestCollectNestedRepositoriesRunNothing(t *testing.T) {
 	}
 }
 
-// TestCollectBigOutputsFailClearly: a new 8 GiB sparse file (the old
-// host-side git read all of it, and the host held any patch in memory),
-// a modified file too big for git's memory, and a patch over the cap all
-// end in a clear error, with no patch kept. The host reads no more than
-// the cap of any output (TestReadAtMostCountsBytesRead).
+// TestCollectBigOutputsFailClearly: a new 8 GiB sparse file, a modified
+// file too big for git's memory, and a patch over the cap (no one file
+// over it: git is stopped by the file-size limit and the host reads cap+1
+// bytes) all end in a clear error, with no patch kept. The host reads no
+// more than the cap of any output (TestReadAtMostCountsBytesRead). On the
+// old host-side code all three "succeeded": the 8 GiB file took 67 s of
+// host git (no command ran, but no limit held) and every patch was read
+// whole into the runner's memory.
 func TestCollectBigOutputsFailClearly(t *testing.T) {
 	b := sandbox(t)
-	random := make([]byte, 1<<20)
+	random := make([]byte, 8<<15)
 	rand.Read(random)
 	tests := []struct {
 		name    string
@@ -205,9 +209,15 @@ func TestCollectBigOutputsFailClearly(t *testing.T) {
 		{"new sparse 8 GiB", func(inbox string) error { return sparse(filepath.Join(inbox, "huge.bin"), 8<<30) },
 			CollectLimits{}, "over the 104857600-byte collection cap; no patch was kept (new file over the 104857600-byte collection cap: huge.bin)"},
 		{"modified file over git's memory", func(inbox string) error { return sparse(filepath.Join(inbox, "pkg", "a.txt"), 256<<20) },
-			CollectLimits{MemoryBytes: 128 << 20}, "mmap failed"},
-		{"patch over the cap", func(inbox string) error { return os.WriteFile(filepath.Join(inbox, "random.bin"), random, 0o644) },
-			CollectLimits{MaxBytes: 64 << 10}, "over the 65536-byte collection cap; no patch was kept"},
+			CollectLimits{MemoryBytes: 128 << 20}, "mmap failed, check sys.vm.max_map_count and/or RLIMIT_DATA: Cannot allocate memory"},
+		{"patch over the cap, no file over it", func(inbox string) error {
+			for i := range 8 {
+				if err := os.WriteFile(filepath.Join(inbox, fmt.Sprintf("random%d.bin", i)), random[i<<15:(i+1)<<15], 0o644); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, CollectLimits{MaxBytes: 64 << 10}, "over the 65536-byte collection cap; no patch was kept"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,8 +228,8 @@ func TestCollectBigOutputsFailClearly(t *testing.T) {
 			start := time.Now()
 			arts, err := Collect(context.Background(), l, tk, b, tt.lim)
 			t.Logf("took %v: %v", time.Since(start), err)
-			if got, want := job.CodeOf(err), job.CodeArtifactFailed; got != want || !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Fatalf("Collect = %v, %v; want %s naming %q", arts, err, want, tt.wantMsg)
+			if got, want := job.CodeOf(err), job.CodeArtifactFailed; got != want || !strings.HasSuffix(err.Error(), tt.wantMsg) {
+				t.Fatalf("Collect = %v, %v; want %s ending %q", arts, err, want, tt.wantMsg)
 			}
 			if _, err := os.Stat(filepath.Join(l.Artifacts(), tk.Metadata.ID+".patch")); err == nil {
 				t.Error("a patch was kept")
@@ -238,8 +248,9 @@ func sparse(path string, size int64) error {
 }
 
 // TestCollectTimesOut: git hashing a tracked file grown to 8 GiB takes
-// a minute; a 300 ms collection timeout ends it with a clear error
-// instead. The old code had no timeout at all.
+// a minute or more; a 300 ms collection timeout ends it with a clear
+// error instead. The old code had no timeout: there this test took 2 min
+// and the patch was made.
 func TestCollectTimesOut(t *testing.T) {
 	b := sandbox(t)
 	l, tk, _ := staged(t)
@@ -284,7 +295,7 @@ func (x *tamperer) Run(ctx context.Context, spec backend.Spec) (backend.Outcome,
 // TestCollectRefusesOutputsThatAreNotFiles: the sandbox can replace its
 // outputs with a FIFO (a blocking read on the host) or a symlink to a
 // host file. The host refuses both at once. (The old code read git's
-// stdout, not files, so had no such step.)
+// stdout, not files, so had no such step; nothing ran on the host here.)
 func TestCollectRefusesOutputsThatAreNotFiles(t *testing.T) {
 	b := sandbox(t)
 	secret := filepath.Join(taskDir(t), "secret")
@@ -408,5 +419,15 @@ func TestCollectOnLocalProcess(t *testing.T) {
 	tasktest.Git(t, check, "apply", "--binary", filepath.Join(l.Artifacts(), arts[0].Name))
 	if b, _ := os.ReadFile(filepath.Join(check, "new.txt")); string(b) != "new\n" {
 		t.Errorf("patched new.txt = %q", b)
+	}
+}
+
+func TestTailBufferKeepsTheEnd(t *testing.T) {
+	w := &tailBuffer{max: 8}
+	for _, p := range []string{"warning: one\n", "warning: two\n", "fatal: x"} {
+		w.Write([]byte(p))
+	}
+	if got, want := w.String(), "fatal: x"; got != want {
+		t.Errorf("tailBuffer = %q, want %q", got, want)
 	}
 }

@@ -96,27 +96,28 @@ func readAtMost(r io.Reader, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// headBuffer keeps the first max bytes written to it (the sandbox's
-// stderr, for error messages).
-type headBuffer struct {
+// tailBuffer keeps the last max bytes written to it (the sandbox's
+// stderr, whose end holds git's fatal message).
+type tailBuffer struct {
 	mu  sync.Mutex
 	max int
 	b   []byte
 }
 
-func (h *headBuffer) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if room := h.max - len(h.b); room > 0 {
-		h.b = append(h.b, p[:min(room, len(p))]...)
+func (w *tailBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if over := len(w.b) - w.max; over > 0 {
+		w.b = append(w.b[:0], w.b[over:]...)
 	}
 	return len(p), nil
 }
 
-func (h *headBuffer) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return string(h.b)
+func (w *tailBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.b)
 }
 
 // shareBase makes base.git readable by other uids (the sandbox's), as a

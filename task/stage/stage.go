@@ -126,8 +126,8 @@ func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 }
 
 func gitEnv(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
-	// The inbox may belong to the sandbox's uid after a run; git must still
-	// read it as the runner (it refuses "dubious ownership" otherwise).
+	// Only staging runs git on the host, before any agent: the clone and
+	// base.git are the runner's. Collection runs git in a sandbox (Collect).
 	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, hardening...), args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C",
