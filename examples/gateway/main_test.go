@@ -23,6 +23,13 @@ import (
 // plus the gateway's decision.
 func TestTraceRoundTripsThroughGatewayAndRunner(t *testing.T) {
 	dir := t.TempDir()
+	// serve's default backend is linux_sandbox, whose uid must reach the
+	// store (t.TempDir's parent is 0700).
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	bin := filepath.Join(dir, "agent-runner")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/agent-runner").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
