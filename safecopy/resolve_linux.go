@@ -12,10 +12,11 @@ import (
 // openat2 works (tests run both).
 var forceWalk bool
 
-// openBeneath opens the clean relative path rel beneath dirfd with flags
+// OpenBeneath opens the clean relative path rel beneath dirfd with flags
 // (O_CLOEXEC is added), never following a symlink in any component, the
-// last included: ELOOP when one is met.
-func openBeneath(dirfd int, rel string, flags int) (int, error) {
+// last included: ELOOP when one is met, EXDEV for "..". It uses openat2
+// where it works and WalkBeneath elsewhere. agent/rootfs shares it.
+func OpenBeneath(dirfd int, rel string, flags int) (int, error) {
 	if !forceWalk && haveOpenat2() {
 		// RESOLVE_NO_SYMLINKS covers the last component too, with ELOOP;
 		// O_NOFOLLOW is left out because with O_DIRECTORY it would turn
@@ -30,7 +31,7 @@ func openBeneath(dirfd int, rel string, flags int) (int, error) {
 		}
 		return fd, err
 	}
-	return walkOpen(dirfd, rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	return WalkBeneath(dirfd, rel, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 }
 
 var (
@@ -51,10 +52,11 @@ func haveOpenat2() bool {
 	return openat2OK
 }
 
-// walkOpen opens rel one component at a time: every directory with
-// O_PATH|O_NOFOLLOW and checked with fstat, the last with flags (which
-// carry O_NOFOLLOW). rel is clean, so it has no "..".
-func walkOpen(dirfd int, rel string, flags int) (int, error) {
+// WalkBeneath opens rel one component at a time, for kernels without
+// openat2: every directory with O_PATH|O_NOFOLLOW and checked with fstat,
+// the last with flags (which must carry O_NOFOLLOW). rel is clean, so it
+// has no "..".
+func WalkBeneath(dirfd int, rel string, flags int) (int, error) {
 	if rel == "." {
 		return unix.Openat(dirfd, ".", flags, 0)
 	}

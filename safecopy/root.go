@@ -77,7 +77,7 @@ func (r *Root) Sub(rel string) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := openBeneath(r.fd, clean, unix.O_RDONLY|unix.O_DIRECTORY)
+	fd, err := OpenBeneath(r.fd, clean, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, classify("open", clean, err)
 	}
@@ -165,7 +165,7 @@ func (r *Root) parent(clean string) (int, string, error) {
 	if dir == "" {
 		return r.fd, base, nil
 	}
-	dfd, err := openBeneath(r.fd, path.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
+	dfd, err := OpenBeneath(r.fd, path.Clean(dir), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return -1, "", classify("open", clean, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
 
@@ -91,9 +92,9 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	}
 	// Over the cap first: a killed git (the file-size limit) is not a
 	// failure to report as such.
-	untracked, uerr := readOutput(filepath.Join(sc.out, "untracked"), lim.MaxBytes)
-	patch, perr := readOutput(filepath.Join(sc.out, "patch"), lim.MaxBytes)
-	if errors.Is(uerr, errTooLarge) || errors.Is(perr, errTooLarge) {
+	bufs, errs := readOutputs(ctx, sc.out, lim.MaxBytes, "untracked", "patch")
+	untracked, patch, uerr, perr := bufs[0], bufs[1], errs[0], errs[1]
+	if errors.Is(uerr, safecopy.ErrTooLarge) || errors.Is(perr, safecopy.ErrTooLarge) {
 		return nil, overCap(lim, "")
 	}
 	if err := outcomeError(out, lim, stderr.String()); err != nil {

@@ -1,11 +1,10 @@
 package stage
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/tasktest"
 )
@@ -332,74 +332,38 @@ func TestCollectRefusesOutputsThatAreNotFiles(t *testing.T) {
 	}
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func TestReadAtMostCountsBytesRead(t *testing.T) {
-	tests := []struct {
-		size, max int64
-		wantErr   error
-		wantRead  int64
-	}{
-		{size: 10, max: 10, wantRead: 10},
-		{size: 11, max: 10, wantErr: errTooLarge, wantRead: 11},
-		{size: 64 << 20, max: 1 << 10, wantErr: errTooLarge, wantRead: 1<<10 + 1},
-	}
-	for _, tt := range tests {
-		c := &countingReader{r: io.LimitReader(zeros{}, tt.size)}
-		b, err := readAtMost(c, tt.max)
-		if err != tt.wantErr || c.n != tt.wantRead {
-			t.Errorf("readAtMost(%d bytes, %d) = %d bytes, %v after reading %d; want %v after reading %d", tt.size, tt.max, len(b), err, c.n, tt.wantErr, tt.wantRead)
-		}
-		if err == nil && !bytes.Equal(b, make([]byte, tt.size)) {
-			t.Errorf("readAtMost(%d bytes, %d) returned other bytes", tt.size, tt.max)
-		}
-	}
-}
-
-type zeros struct{}
-
-func (zeros) Read(p []byte) (int, error) {
-	clear(p)
-	return len(p), nil
-}
-
-// TestOpenOutputRefusesNonFiles: without the sandbox, the same checks on
-// a FIFO that no one writes (opening it must not block), a symlink and a
-// directory.
-func TestOpenOutputRefusesNonFiles(t *testing.T) {
+// TestReadOutputsRefusesNonFilesAndCaps: without the sandbox, what the
+// host does with outputs it finds: a FIFO no one writes (it must not
+// block), a symlink and a directory are refused, a file over the cap is
+// ErrTooLarge.
+func TestReadOutputsRefusesNonFilesAndCaps(t *testing.T) {
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "file"), "ok")
+	write(t, filepath.Join(dir, "big"), strings.Repeat("x", 11))
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	os.Symlink(filepath.Join(dir, "file"), filepath.Join(dir, "link"))
 	os.Mkdir(filepath.Join(dir, "dir"), 0o755)
-	for name, wantOK := range map[string]bool{"file": true, "fifo": false, "link": false, "dir": false} {
-		done := make(chan error, 1)
-		go func() {
-			f, err := openOutput(filepath.Join(dir, name))
-			if err == nil {
-				f.Close()
-			}
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if got := err == nil; got != wantOK {
-				t.Errorf("openOutput(%s) = %v, want ok %v", name, err, wantOK)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("openOutput(%s) blocked", name)
+	names := []string{"file", "big", "fifo", "link", "dir"}
+	done := make(chan struct{})
+	var bufs [][]byte
+	var errs []error
+	go func() { bufs, errs = readOutputs(context.Background(), dir, 10, names...); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("readOutputs blocked")
+	}
+	if string(bufs[0]) != "ok" || errs[0] != nil {
+		t.Errorf("readOutputs(file) = %q, %v; want ok", bufs[0], errs[0])
+	}
+	if !errors.Is(errs[1], safecopy.ErrTooLarge) {
+		t.Errorf("readOutputs(11 bytes, cap 10) = %v, want ErrTooLarge", errs[1])
+	}
+	for i, name := range names[2:] {
+		if errs[i+2] == nil {
+			t.Errorf("readOutputs(%s) read it, want a refusal", name)
 		}
 	}
 }

@@ -1,16 +1,16 @@
 package stage
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
+
+	"github.com/agent-runner/agent-runner/safecopy"
 )
 
 // scratch is where the collection sandbox writes: out, a fresh directory
@@ -49,51 +49,27 @@ func newScratch() (scratch, error) {
 
 func (s scratch) remove() { os.RemoveAll(s.parent) }
 
-// errTooLarge: an output is over the collection cap.
-var errTooLarge = errors.New("output over the collection cap")
-
-// readOutput reads a file the sandbox wrote, at most max bytes of it.
-func readOutput(path string, max int64) ([]byte, error) {
-	f, err := openOutput(path)
+// readOutputs reads the files the sandbox wrote into dir, at most max
+// bytes of each, through safecopy: a symlink, FIFO or device left in
+// place of an output is refused without blocking, and the cap counts the
+// bytes read (safecopy.ErrTooLarge past it).
+func readOutputs(ctx context.Context, dir string, max int64, names ...string) ([][]byte, []error) {
+	bufs, errs := make([][]byte, len(names)), make([]error, len(names))
+	root, err := safecopy.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		for i := range errs {
+			errs[i] = err
+		}
+		return bufs, errs
 	}
-	defer f.Close()
-	return readAtMost(f, max)
-}
-
-// openOutput opens path for reading only if it is a regular file: the
-// sandbox may have replaced it with a symlink (O_NOFOLLOW refuses it) or
-// a FIFO (O_NONBLOCK opens it without waiting for a writer, and the
-// mode check refuses it).
-func openOutput(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	defer root.Close()
+	for i, name := range names {
+		var b bytes.Buffer
+		if _, errs[i] = root.Copy(ctx, name, &b, max); errs[i] == nil {
+			bufs[i] = b.Bytes()
+		}
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%v)", filepath.Base(path), fi.Mode().Type())
-	}
-	return f, nil
-}
-
-// readAtMost reads r to its end, or fails with errTooLarge having read
-// max+1 bytes: the cap counts bytes read, not a size the file claims.
-func readAtMost(r io.Reader, max int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, errTooLarge
-	}
-	return b, nil
+	return bufs, errs
 }
 
 // tailBuffer keeps the last max bytes written to it (the sandbox's
