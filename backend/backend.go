@@ -29,6 +29,10 @@ type Backend interface {
 
 // Capabilities describes a backend's enforcement.
 type Capabilities struct {
+	// Isolating is true for a backend that is a security boundary (the
+	// workload cannot reach the host beyond its view); doors run only on
+	// such backends unless the operator explicitly allows one that is not.
+	Isolating bool
 	// Enforces lists the job.Limit* names this backend enforces when asked.
 	Enforces []string
 	// Overlay is true when the backend can mount Workspace.Lower/Upper.

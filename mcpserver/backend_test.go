@@ -21,7 +21,7 @@ type probeBackend struct {
 }
 
 func (b *probeBackend) Kind() string                       { return b.kind }
-func (b *probeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *probeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
 
 func (b *probeBackend) Available(context.Context) error {
 	if b.failures.Add(-1) >= 0 {

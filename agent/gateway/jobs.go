@@ -213,7 +213,7 @@ func (g *Gateway) jobRequest(ctx context.Context, pc manifest.PinnedCommand, dir
 
 // localNote is the backend_note of a job on local_process, which runs
 // only when the operator configured it (WithBackend).
-const localNote = "ran on local_process as configured by the operator: no filesystem, network or memory isolation"
+const localNote = "ran on %s as configured by the operator: no filesystem, network or memory isolation"
 
 // backendKind returns the configured backend when it is registered and
 // available now, else a backend.unavailable error with the probe's reason.
@@ -229,8 +229,8 @@ func (g *Gateway) backendKind(ctx context.Context) (string, string, *job.Error) 
 		return "", "", job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").
 			With("backend", g.backend).With("reason", err.Error())
 	}
-	if g.backend == BackendLocal {
-		return g.backend, localNote, nil
+	if !b.Capabilities().Isolating {
+		return g.backend, fmt.Sprintf(localNote, g.backend), nil
 	}
 	return g.backend, "", nil
 }

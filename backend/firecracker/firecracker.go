@@ -29,7 +29,7 @@ var _ backend.Backend = Backend{}
 func (Backend) Kind() string { return Kind }
 
 // Capabilities implements backend.Backend.
-func (Backend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (Backend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
 
 // Available reports why firecracker cannot run here.
 func (Backend) Available(context.Context) error {

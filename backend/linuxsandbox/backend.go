@@ -76,7 +76,7 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if cgroupsWritable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
-	return backend.Capabilities{Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}, Overlay: true}
+	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}, Overlay: true}
 }
 
 // Run implements backend.Backend.

@@ -13,14 +13,15 @@ import (
 )
 
 // The doors (serve, worker, mcp, launch, run-agent) run on an isolating
-// backend or not at all: local_process runs a job as this process's user
-// on the host, so it needs the operator's explicit flag, and an isolating
-// backend that cannot start is an error, never a reason to fall back.
+// backend (backend.Capabilities.Isolating) or not at all: local_process
+// runs a job as this process's user on the host, so it needs the
+// operator's explicit flag, and an isolating backend that cannot start is
+// an error, never a reason to fall back.
 const (
 	// unsafeLocalFlag is the operator's consent to local_process.
 	unsafeLocalFlag = "unsafe-local-process"
 	unsafeLocalHelp = "allow local_process: jobs naming it (or every job, with it as the backend) run WITHOUT isolation as this process's user on the host"
-	// localProcess is the one backend that isolates nothing.
+	// localProcess names the backend in messages and flag examples.
 	localProcess = "local_process"
 	// isolatingDefault is every door's default backend.
 	isolatingDefault = "linux_sandbox"
@@ -32,11 +33,12 @@ const (
 // an unknown kind, and local_process without --unsafe-local-process.
 func checkBackendFlag(flag, kind string, unsafeLocal bool) (string, error) {
 	kind = validation.NormalizeKind(kind)
-	if _, ok := backend.Lookup(kind); !ok {
+	b, ok := backend.Lookup(kind)
+	if !ok {
 		return "", usageError{fmt.Errorf("--%s %s: unknown backend (built in: %v)", flag, kind, backend.Kinds())}
 	}
-	if kind == localProcess && !unsafeLocal {
-		return "", usageError{fmt.Errorf("--%s local_process runs every job without isolation, as this process's user on the host; add --%s to allow it", flag, unsafeLocalFlag)}
+	if !b.Capabilities().Isolating && !unsafeLocal {
+		return "", usageError{fmt.Errorf("--%s %s runs every job without isolation, as this process's user on the host; add --%s to allow it", flag, kind, unsafeLocalFlag)}
 	}
 	return kind, nil
 }
@@ -77,11 +79,12 @@ func doorBackend(ctx context.Context, flag, kind string, unsafeLocal bool) (stri
 }
 
 // enabledBackends are the kinds requests may name (runner.Config.Backends):
-// every registered kind but local_process, unless the operator allowed it.
+// every registered isolating kind, and the others (local_process) only if
+// the operator allowed them.
 func enabledBackends(unsafeLocal bool) []string {
 	var kinds []string
 	for _, k := range backend.Kinds() {
-		if k != localProcess || unsafeLocal {
+		if b, _ := backend.Lookup(k); b.Capabilities().Isolating || unsafeLocal {
 			kinds = append(kinds, k)
 		}
 	}

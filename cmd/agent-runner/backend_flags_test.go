@@ -20,7 +20,7 @@ type testBackend struct {
 }
 
 func (b *testBackend) Kind() string                       { return b.kind }
-func (b *testBackend) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+func (b *testBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
 
 func (b *testBackend) Available(context.Context) error {
 	if b.failures.Add(-1) >= 0 {
