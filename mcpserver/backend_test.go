@@ -20,8 +20,10 @@ type probeBackend struct {
 	failures atomic.Int32
 }
 
-func (b *probeBackend) Kind() string                       { return b.kind }
-func (b *probeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
+func (b *probeBackend) Kind() string { return b.kind }
+func (b *probeBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Isolating: true}
+}
 
 func (b *probeBackend) Available(context.Context) error {
 	if b.failures.Add(-1) >= 0 {

@@ -22,8 +22,10 @@ type probeBackend struct {
 	probes   atomic.Int32
 }
 
-func (b *probeBackend) Kind() string                       { return b.kind }
-func (b *probeBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
+func (b *probeBackend) Kind() string { return b.kind }
+func (b *probeBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Isolating: true}
+}
 
 func (b *probeBackend) Available(context.Context) error {
 	b.probes.Add(1)

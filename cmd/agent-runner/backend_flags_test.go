@@ -19,8 +19,10 @@ type testBackend struct {
 	failures atomic.Int32
 }
 
-func (b *testBackend) Kind() string                       { return b.kind }
-func (b *testBackend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
+func (b *testBackend) Kind() string { return b.kind }
+func (b *testBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Isolating: true}
+}
 
 func (b *testBackend) Available(context.Context) error {
 	if b.failures.Add(-1) >= 0 {
