@@ -21,7 +21,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-const fixtures = "../../../shared/fixtures/agent-runtime"
+const fixtures = "../testdata/agent-runtime"
 
 // fixtureCopy copies the seed fixtures into a temp dir, adds the sample
 // crate (a git repository with target/), and chdirs there: fixture paths
@@ -33,7 +33,7 @@ func fixtureCopy(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(src); err != nil {
-		t.Fatalf("fixtures not found at %s (shared/ must sit beside the repo): %v", src, err)
+		t.Fatalf("fixtures not found at %s: %v", src, err)
 	}
 	dst := t.TempDir()
 	if out, err := exec.Command("cp", "-a", src+"/.", dst).CombinedOutput(); err != nil {

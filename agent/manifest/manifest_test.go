@@ -11,12 +11,12 @@ import (
 )
 
 // fixtures is the seed's agent-runtime fixture directory beside the repo.
-const fixtures = "../../../shared/fixtures/agent-runtime"
+const fixtures = "../testdata/agent-runtime"
 
 func needFixtures(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(fixtures); err != nil {
-		t.Fatalf("fixtures not found at %s (the shared directory must sit beside the repo): %v", fixtures, err)
+		t.Fatalf("fixtures not found at %s: %v", fixtures, err)
 	}
 }
 

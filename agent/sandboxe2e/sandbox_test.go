@@ -33,7 +33,7 @@ func workdir(t *testing.T) string {
 	if err := b.Available(context.Background()); err != nil {
 		t.Skipf("linux_sandbox unavailable on this host: %v", err)
 	}
-	src, _ := filepath.Abs("../../../shared/fixtures/agent-runtime")
+	src, _ := filepath.Abs("../testdata/agent-runtime")
 	if _, err := os.Stat(src); err != nil {
 		t.Fatalf("fixtures not found at %s: %v", src, err)
 	}
