@@ -7,6 +7,8 @@ package backend
 import (
 	"context"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,8 +63,15 @@ type Spec struct {
 	// Writable lists extra host directories made visible read-write at the
 	// same path (the agent gateway's write roots, a task's inbox).
 	Writable []string
-	// Network is the policy network mode ("disabled", ...).
+	// Network is the policy network mode: "disabled" (only lo),
+	// "allowlist" (only through Egress) or "host".
 	Network string
+	// Egress is the run's bridge to the host-side egress gateway when
+	// Network is "allowlist" (see package egress): the backend makes the
+	// gateway's Unix socket reachable from inside, serves the workload a
+	// proxy on a loopback port that forwards to it, and sets the proxy
+	// variables (ProxyEnv). The gateway decides; a backend only bridges.
+	Egress *Egress
 	Limits  Limits
 	// Stdout and Stderr receive the process output as it is produced.
 	// They must be safe to call from the backend's copying goroutines.
@@ -81,6 +90,38 @@ type Spec struct {
 	// cannot measure (no cgroup) never call it.
 	Usage      func(Usage)
 	UsageEvery time.Duration
+}
+
+// Egress is a run's bridge to the egress gateway.
+type Egress struct {
+	// Socket is the host path of the gateway's Unix socket for this run.
+	Socket string
+	// CABundle, when set, is a host file of PEM roots the workload must
+	// trust (the system roots plus the run's interception CA).
+	CABundle string
+}
+
+// ProxyPort is the loopback port inside a sandbox where an egress bridge
+// serves the workload's HTTP(S) proxy.
+const ProxyPort = 3128
+
+// ProxyEnv is the environment that points a workload at its egress
+// bridge: the proxy variables (both cases, as curl, git, pip, npm, Go
+// and Node read one or the other) and, with a CA bundle at caPath inside
+// the sandbox, the variables common TLS stacks read their roots from.
+func ProxyEnv(caPath string) []string {
+	proxy := "http://127.0.0.1:" + strconv.Itoa(ProxyPort)
+	env := []string{}
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+proxy, strings.ToLower(k)+"="+proxy)
+	}
+	env = append(env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	if caPath != "" {
+		for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "PIP_CERT"} {
+			env = append(env, k+"="+caPath)
+		}
+	}
+	return env
 }
 
 // Usage is a live resource sample of a running Spec.

@@ -45,11 +45,14 @@ type Command struct {
 	Env  map[string]string `json:"env,omitempty"`
 }
 
-// Network modes. Only "disabled" is accepted by isolating backends until an
-// egress design exists; local_process records the intent only.
+// Network modes (docs/egress.md): "disabled" (only lo, the default),
+// "allowlist" (outbound only through the egress gateway, to
+// policy.allowed_hosts) and "host" (the host's network, operator-enabled
+// only). local_process records the intent only.
 const (
-	NetworkDisabled = "disabled"
-	NetworkHost     = "host"
+	NetworkDisabled  = "disabled"
+	NetworkAllowlist = "allowlist"
+	NetworkHost      = "host"
 )
 
 // Policy is the execution policy of one request.

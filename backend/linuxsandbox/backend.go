@@ -76,16 +76,26 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if cgroupsWritable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
-	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled}, Overlay: true}
+	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true}
 }
 
 // Run implements backend.Backend.
 func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
 	out := backend.Outcome{}
-	if spec.Network != "" && spec.Network != job.NetworkDisabled {
-		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox only runs with network disabled").With("network", spec.Network)
+	env := spec.Env
+	var egressSocket, egressCA string
+	switch spec.Network {
+	case "", job.NetworkDisabled, job.NetworkHost:
+	case job.NetworkAllowlist:
+		if spec.Egress == nil || spec.Egress.Socket == "" {
+			return out, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs an egress gateway for the run")
+		}
+		egressSocket, egressCA = spec.Egress.Socket, spec.Egress.CABundle
+		env = egressEnv(env, egressCA != "")
+	default:
+		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
-	binds := append([]string{spec.Workspace.Dir, spec.Workspace.Lower, spec.Workspace.Upper}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...)
+	binds := append([]string{spec.Workspace.Dir, spec.Workspace.Lower, spec.Workspace.Upper, egressSocket, egressCA}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...)
 	for _, d := range binds {
 		if d == "" {
 			continue
@@ -115,21 +125,22 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		os.Chmod(root, 0o755)
 	}
 	cfg := initConfig{
-		Argv: spec.Argv, Env: spec.Env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
+		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY,
-		LayerFD: slot != nil && spec.Workspace.Overlay(),
+		LayerFD:     slot != nil && spec.Workspace.Overlay(),
+		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
 	}
 	return b.start(ctx, spec, cfg, slot)
 }
 
 func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot) (backend.Outcome, error) {
-	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
+	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
 	for _, w := range []struct {
 		name string
 		ok   bool
-	}{{job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}} {
+	}{{job.LimitNetwork, !cfg.HostNetwork}, {job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}} {
 		if w.ok {
 			out.Enforced = append(out.Enforced, w.name)
 		} else {
@@ -186,12 +197,15 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	}
 	cmd.WaitDelay = time.Second
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 		Pdeathsig: syscall.SIGKILL,
 		// A new session: the sandbox never has the operator's terminal
 		// as its controlling terminal (/dev/tty answers ENXIO).
 		Setsid: true,
+	}
+	if !cfg.HostNetwork {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	if slot != nil {
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}

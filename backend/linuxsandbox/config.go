@@ -26,6 +26,13 @@ type initConfig struct {
 	// TTY makes the workload a session leader with stdin (a terminal the
 	// runner allocated) as its controlling terminal.
 	TTY bool `json:"tty,omitempty"`
+	// HostNetwork leaves the sandbox in the host's network namespace
+	// (network mode "host", an operator's choice).
+	HostNetwork bool `json:"host_network,omitempty"`
+	// EgressSocket and EgressCA are the host paths of the egress
+	// gateway's socket and the run's CA bundle (see egress.go).
+	EgressSocket string `json:"egress_socket,omitempty"`
+	EgressCA     string `json:"egress_ca,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

@@ -51,6 +51,9 @@ func landlockABI() int {
 // the writable binds. Best effort down to Landlock ABI v1.
 func restrictLandlock(cfg initConfig) error {
 	ro := append([]string{"/proc"}, cfg.ReadOnly...)
+	if cfg.EgressSocket != "" {
+		ro = append(ro, egressDir)
+	}
 	for _, d := range cfg.Toolchain {
 		if _, err := os.Stat(d); err == nil {
 			ro = append(ro, d)

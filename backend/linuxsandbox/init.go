@@ -68,8 +68,15 @@ func sandboxInit() initResult {
 	if err := buildRoot(cfg); err != nil {
 		return fail("mounts", err)
 	}
-	if err := loopbackUp(); err != nil {
-		return fail("network", err)
+	if !cfg.HostNetwork {
+		if err := loopbackUp(); err != nil {
+			return fail("network", err)
+		}
+	}
+	if cfg.EgressSocket != "" {
+		if err := forwardEgress(); err != nil {
+			return fail("egress", err)
+		}
 	}
 	_ = unix.Sethostname([]byte("sandbox"))
 	if err := limitKernelCounts(); err != nil {

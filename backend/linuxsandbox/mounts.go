@@ -51,6 +51,11 @@ func buildRoot(cfg initConfig) error {
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
 	}
+	if cfg.EgressSocket != "" {
+		if err := bindEgress(root, cfg); err != nil {
+			return fmt.Errorf("egress bridge: %w", err)
+		}
+	}
 	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("/proc: %w", err)
 	}
