@@ -57,13 +57,17 @@ const (
 
 // Policy is the execution policy of one request.
 type Policy struct {
-	AllowedCommands   []CommandRule `json:"allowed_commands,omitempty"`
-	AllowedEnv        []string      `json:"allowed_env,omitempty"`
-	AllowShell        bool          `json:"allow_shell,omitempty"`
-	Network           string        `json:"network,omitempty"`
-	WritePolicy       string        `json:"write_policy,omitempty"`
-	ArtifactGlobs     []string      `json:"artifact_globs,omitempty"`
-	ArtifactDenyGlobs []string      `json:"artifact_deny_globs,omitempty"`
+	AllowedCommands []CommandRule `json:"allowed_commands,omitempty"`
+	AllowedEnv      []string      `json:"allowed_env,omitempty"`
+	AllowShell      bool          `json:"allow_shell,omitempty"`
+	Network         string        `json:"network,omitempty"`
+	// AllowedHosts are the hosts a "allowlist" job may reach through the
+	// egress gateway ("api.example.com", "*.example.com", optional
+	// ":port"; default ports 443 and 80), within the operator's ceiling.
+	AllowedHosts      []string `json:"allowed_hosts,omitempty"`
+	WritePolicy       string   `json:"write_policy,omitempty"`
+	ArtifactGlobs     []string `json:"artifact_globs,omitempty"`
+	ArtifactDenyGlobs []string `json:"artifact_deny_globs,omitempty"`
 }
 
 // CommandRule is one allowlist entry: either a bare basename (JSON string)

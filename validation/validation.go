@@ -161,9 +161,17 @@ func policy(p *job.Policy) error {
 	switch p.Network {
 	case "":
 		p.Network = job.NetworkDisabled
-	case job.NetworkDisabled, job.NetworkHost:
+	case job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost:
 	default:
-		return invalid("policy.network", "must be \"disabled\" or \"host\"")
+		return invalid("policy.network", "must be \"disabled\", \"allowlist\" or \"host\"")
+	}
+	switch {
+	case p.Network == job.NetworkAllowlist && len(p.AllowedHosts) == 0:
+		return invalid("policy.allowed_hosts", "network \"allowlist\" needs at least one host")
+	case p.Network != job.NetworkAllowlist && len(p.AllowedHosts) > 0:
+		return invalid("policy.allowed_hosts", "only applies with network \"allowlist\"")
+	case len(p.AllowedHosts) > 256:
+		return invalid("policy.allowed_hosts", "at most 256 hosts")
 	}
 	switch p.WritePolicy {
 	case "":

@@ -56,6 +56,11 @@ func TestRequestRules(t *testing.T) {
 		{"rule bad sha", func(r *job.Request) { r.Policy.AllowedCommands = []job.CommandRule{{Basename: "true", SHA256: "xyz"}} }, job.CodeInvalidRequest},
 		{"allowed_env with =", func(r *job.Request) { r.Policy.AllowedEnv = []string{"A=1"} }, job.CodeInvalidRequest},
 		{"unknown network", func(r *job.Request) { r.Policy.Network = "bridge" }, job.CodeInvalidRequest},
+		{"allowlist with hosts", func(r *job.Request) {
+			r.Policy.Network, r.Policy.AllowedHosts = job.NetworkAllowlist, []string{"pypi.org", "*.pythonhosted.org"}
+		}, ""},
+		{"allowlist without hosts", func(r *job.Request) { r.Policy.Network = job.NetworkAllowlist }, job.CodeInvalidRequest},
+		{"hosts without allowlist", func(r *job.Request) { r.Policy.AllowedHosts = []string{"pypi.org"} }, job.CodeInvalidRequest},
 		{"unknown write policy", func(r *job.Request) { r.Policy.WritePolicy = "anywhere" }, job.CodeInvalidRequest},
 		{"artifact glob absolute", func(r *job.Request) { r.Policy.ArtifactGlobs = []string{"/etc/*"} }, job.CodePathEscape},
 		{"artifact glob dotdot", func(r *job.Request) { r.Policy.ArtifactGlobs = []string{"../*"} }, job.CodePathEscape},
