@@ -72,7 +72,7 @@ type Spec struct {
 	// proxy on a loopback port that forwards to it, and sets the proxy
 	// variables (ProxyEnv). The gateway decides; a backend only bridges.
 	Egress *Egress
-	Limits  Limits
+	Limits Limits
 	// Stdout and Stderr receive the process output as it is produced.
 	// They must be safe to call from the backend's copying goroutines.
 	Stdout io.Writer
