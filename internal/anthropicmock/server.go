@@ -35,6 +35,7 @@ type Config struct {
 // Request is one request the server received.
 type Request struct {
 	Method string
+	Proto  string // HTTP/1.1, or HTTP/2.0 when the client negotiated h2
 	Host   string // the Host header
 	Path   string
 	Query  string
@@ -111,7 +112,7 @@ func (s *Server) Close() {
 func (s *Server) record(r *http.Request) (Request, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	rec := Request{
-		Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Method: r.Method, Proto: r.Proto, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery,
 		Header: r.Header.Clone(), Body: body,
 	}
 	s.mu.Lock()

@@ -188,14 +188,14 @@ func TestRequestsAreRecorded(t *testing.T) {
 	post(t, c, "/v1/messages?beta=true", testKey, body)
 	post(t, c, "/api/event_logging/v2/batch", "", `{"events":[]}`)
 
-	type seen struct{ Method, Host, Path, Query, Key, Body string }
+	type seen struct{ Method, Proto, Host, Path, Query, Key, Body string }
 	var got []seen
 	for _, r := range s.Requests() {
-		got = append(got, seen{r.Method, r.Host, r.Path, r.Query, r.Header.Get("X-Api-Key"), string(r.Body)})
+		got = append(got, seen{r.Method, r.Proto, r.Host, r.Path, r.Query, r.Header.Get("X-Api-Key"), string(r.Body)})
 	}
 	want := []seen{
-		{"POST", "api.anthropic.com", "/v1/messages", "beta=true", testKey, body},
-		{"POST", "api.anthropic.com", "/api/event_logging/v2/batch", "", "", `{"events":[]}`},
+		{"POST", "HTTP/1.1", "api.anthropic.com", "/v1/messages", "beta=true", testKey, body},
+		{"POST", "HTTP/1.1", "api.anthropic.com", "/api/event_logging/v2/batch", "", "", `{"events":[]}`},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Requests() (-want +got):\n%s", diff)
