@@ -73,17 +73,36 @@ func CLI(ctx context.Context, version string) ([]string, error) {
 	if _, err := resolveCLI(tmp); err != nil {
 		return nil, err
 	}
-	os.RemoveAll(dir) // a broken earlier install; a complete one was returned above
-	if err := os.Rename(tmp, dir); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
+	if argv, err := resolveCLI(dir); err == nil {
+		return argv, nil // another caller finished first
+	}
+	if err := moveAside(dir); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if argv, rerr := resolveCLI(dir); rerr == nil {
+			return argv, nil // another caller renamed its install into place first
+		}
 		return nil, fmt.Errorf("anthropicmock: cache: %w", err)
 	}
 	return resolveCLI(dir)
 }
 
-// isNotEmpty reports whether err is rename's answer when another caller
-// renamed its install into place first.
-func isNotEmpty(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "directory not empty")
+// moveAside removes dir, a broken install, if there is one, by renaming it
+// out of the way first so that no caller sees it half removed.
+func moveAside(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	aside, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".broken-")
+	if err != nil {
+		return fmt.Errorf("anthropicmock: cache: %w", err)
+	}
+	defer os.RemoveAll(aside)
+	if err := os.Rename(dir, filepath.Join(aside, "install")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("anthropicmock: cache: moving a broken install aside: %w", err)
+	}
+	return nil
 }
 
 // resolveCLI finds the command in an npm prefix holding Claude Code: node

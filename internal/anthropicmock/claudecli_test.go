@@ -103,3 +103,40 @@ func TestCLIUsesACompleteInstallWithoutNPM(t *testing.T) {
 		t.Errorf("a failed install left %q behind", left)
 	}
 }
+
+func TestCLIInstallsOverABrokenInstall(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("AGENT_RUNNER_TEST_CACHE", cache)
+	broken := filepath.Join(cache, "claude-code-9.9.9")
+	if err := os.MkdirAll(filepath.Join(broken, "node_modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A fake npm: `npm install --prefix DIR SPEC ...` lays out a cli.js release in DIR.
+	bin := t.TempDir()
+	npm := `#!/bin/sh
+[ "$1 $2" = "install --prefix" ] && [ "$4" = "@anthropic-ai/claude-code@9.9.9" ] || exit 2
+pkg="$3/node_modules/@anthropic-ai/claude-code"
+mkdir -p "$pkg" && echo '{"bin":{"claude":"cli.js"}}' > "$pkg/package.json" && echo x > "$pkg/cli.js"
+`
+	if err := os.WriteFile(filepath.Join(bin, "npm"), []byte(npm), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":/usr/bin:/bin")
+
+	got, err := CLI(t.Context(), "9.9.9")
+	want := []string{"node", filepath.Join(broken, "node_modules/@anthropic-ai/claude-code/cli.js")}
+	if err != nil || !cmp.Equal(got, want) {
+		t.Fatalf("CLI(9.9.9) over a broken install = %q, %v; want %q", got, err, want)
+	}
+	entries, err := os.ReadDir(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{"claude-code-9.9.9"}, names); diff != "" {
+		t.Errorf("cache entries (-want +got), no temporary or broken install left:\n%s", diff)
+	}
+}
