@@ -75,19 +75,19 @@ func parsePins(m map[string]string) (map[string]netip.Addr, error) {
 
 // Special-purpose ranges refused besides the ones netip classifies.
 var internalPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // carrier-grade NAT
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, broadcast
-	netip.MustParsePrefix("fec0::/10"),       // deprecated site-local
-	netip.MustParsePrefix("100::/64"),        // discard-only
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("192.88.99.0/24"),  // 6to4 relay anycast
-	netip.MustParsePrefix("2002::/16"),       // 6to4: embeds any IPv4 address
-	netip.MustParsePrefix("2001::/32"),       // Teredo: embeds any IPv4 address
-	netip.MustParsePrefix("ff00::/8"),        // multicast (also IsMulticast)
+	netip.MustParsePrefix("0.0.0.0/8"),      // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),  // carrier-grade NAT
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, broadcast
+	netip.MustParsePrefix("fec0::/10"),      // deprecated site-local
+	netip.MustParsePrefix("100::/64"),       // discard-only
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64
+	netip.MustParsePrefix("192.88.99.0/24"), // 6to4 relay anycast
+	netip.MustParsePrefix("2002::/16"),      // 6to4: embeds any IPv4 address
+	netip.MustParsePrefix("2001::/32"),      // Teredo: embeds any IPv4 address
+	netip.MustParsePrefix("ff00::/8"),       // multicast (also IsMulticast)
 	netip.MustParsePrefix("255.255.255.255/32"),
 }
 
