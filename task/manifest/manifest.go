@@ -63,9 +63,11 @@ type Claude struct {
 	OutputFormat    string   `yaml:"output_format,omitempty" json:"output_format,omitempty"`
 }
 
-// Agent is the additive override: any agent CLI as an argv.
+// Agent is the additive override: any agent CLI as an argv (Claude Code
+// when left out), and variables that are not secrets for its environment.
 type Agent struct {
-	Command []string `yaml:"command" json:"command"`
+	Command []string          `yaml:"command,omitempty" json:"command,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 }
 
 // VM sizes the task's sandbox.
@@ -220,8 +222,18 @@ func (t *Task) Validate() error {
 	case t.VM.CPUs < 0 || t.VM.CPUs > 64:
 		return invalid("vm.cpus", "must be between 1 and 64")
 	}
-	if t.Agent != nil && (len(t.Agent.Command) == 0 || t.Agent.Command[0] == "") {
-		return invalid("agent.command", "must be a non-empty argv")
+	if a := t.Agent; a != nil {
+		if a.Command != nil && (len(a.Command) == 0 || a.Command[0] == "") || a.Command == nil && len(a.Env) == 0 {
+			return invalid("agent.command", "must be a non-empty argv")
+		}
+		for _, arg := range a.Command {
+			if strings.ContainsRune(arg, 0) {
+				return invalid("agent.command", "arguments must not contain NUL bytes")
+			}
+		}
+		if err := validateEnv(a.Env, t.Secrets); err != nil {
+			return err
+		}
 	}
 	if _, err := ParseDuration(t.Lifecycle.Timeout); err != nil {
 		return invalid("lifecycle.timeout", "%v", err)
