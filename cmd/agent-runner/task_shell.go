@@ -99,7 +99,11 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 		}
 		argv[0] = p
 	}
-	env := agentrun.BaseEnv(t)
+	home, err := agentrun.PrepareHome(l, b)
+	if err != nil {
+		return err
+	}
+	env := agentrun.BaseEnv(t, home)
 	spec := agentrun.SandboxSpec(l, t, argv, env)
 	spec.JobID = "shell-" + t.Metadata.ID
 	spec.Limits.Timeout = timeout

@@ -60,11 +60,22 @@ type Outcome struct {
 	// Enforced and NotEnforced are the backend's report (job.Limit*).
 	Enforced    []string `json:"enforced,omitempty"`
 	NotEnforced []string `json:"not_enforced,omitempty"`
+	// Failure, for a run that did not exit 0, is the agent's own account
+	// of why: the stream-json result's error, else the last error line of
+	// its stderr (else its last line); scrubbed, at most MaxFailureBytes.
+	Failure string `json:"failure,omitempty"`
 }
 
 // Command is the argv the task runs: agent.command, or Claude Code.
+//
+// Claude Code's --allowedTools is variadic: given as `--allowedTools T`,
+// it goes on taking the arguments after T, the prompt included (2.1.x then
+// exits 1: "Input must be provided"). Each tool is therefore one argument
+// `--allowedTools=T`, which ends the option there (the CLI joins repeated
+// ones), and `--` comes before the prompt, so that nothing in it (a prompt
+// starting with "-") is read as an option.
 func Command(t *manifest.Task) []string {
-	if t.Agent != nil {
+	if t.Agent != nil && len(t.Agent.Command) > 0 {
 		return t.Agent.Command
 	}
 	argv := []string{"claude", "--print", "--verbose", "--output-format", t.Claude.OutputFormat, "--model", t.Claude.Model}
@@ -75,9 +86,9 @@ func Command(t *manifest.Task) []string {
 		argv = append(argv, "--dangerously-skip-permissions")
 	}
 	for _, tool := range t.Claude.AllowedTools {
-		argv = append(argv, "--allowedTools", tool)
+		argv = append(argv, "--allowedTools="+tool)
 	}
-	return append(argv, t.Claude.Prompt)
+	return append(argv, "--", t.Claude.Prompt)
 }
 
 // Run runs the agent to completion. secrets maps env names to values; the
@@ -102,12 +113,17 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		}
 		exe = p
 	}
-	env := append(BaseEnv(t), cfg.Env...)
+	home, err := PrepareHome(l, cfg.Backend)
+	if err != nil {
+		return out, err
+	}
+	env := append(BaseEnv(t, home), cfg.Env...)
 	var values []string
 	for k, v := range secrets {
 		env = append(env, k+"="+v)
 		values = append(values, v)
 	}
+	scrub := newScrubber(values)
 	if cfg.HangTimeout <= 0 {
 		cfg.HangTimeout = 30 * time.Minute
 	}
@@ -123,7 +139,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	prog := &tracker{}
+	prog := &tracker{scrub: scrub}
 	var hung bool
 	var mu sync.Mutex
 	watch := time.NewTicker(min(cfg.HangTimeout/4, time.Second))
@@ -144,8 +160,10 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 			}
 		}
 	}()
-	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), values, func(p []byte) {
-		prog.add(p)
+	// The logs and live subscribers get scrubbed output; progress and the
+	// failure line read the raw streams (see tracker) and scrub what they
+	// keep.
+	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), scrub, func(p []byte) {
 		if cfg.Output != nil {
 			cfg.Output("stdout", p)
 		}
@@ -154,8 +172,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	defer stdout.Close()
-	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), values, func(p []byte) {
-		prog.touch(len(p))
+	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, func(p []byte) {
 		if cfg.Output != nil {
 			cfg.Output("stderr", p)
 		}
@@ -164,6 +181,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	defer stderr.Close()
+	errLine := &errorLine{}
 	prog.touch(0)
 	if cfg.HeartbeatEvery <= 0 {
 		cfg.HeartbeatEvery = 30 * time.Second
@@ -176,7 +194,15 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	spec := SandboxSpec(l, t, append([]string{exe}, argv[1:]...), env)
 	spec.Network = network
 	spec.ReadOnly = cfg.Mounts
-	spec.Stdout, spec.Stderr = stdout, stderr
+	spec.Stdout = writerFunc(func(p []byte) {
+		prog.add(p)
+		stdout.Write(p)
+	})
+	spec.Stderr = writerFunc(func(p []byte) {
+		prog.touch(len(p))
+		errLine.Write(p)
+		stderr.Write(p)
+	})
 	spec.Usage, spec.UsageEvery = hb.sample, min(cfg.HeartbeatEvery, 5*time.Second)
 	res, err := cfg.Backend.Run(runCtx, spec)
 	stdout.Flush()
@@ -200,5 +226,19 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		out.Reason = ReasonHang
 	}
 	mu.Unlock()
+	if res.ExitCode == nil || *res.ExitCode != 0 {
+		out.Failure = prog.failure()
+		if out.Failure == "" {
+			out.Failure = errLine.failure(scrub)
+		}
+	}
 	return out, nil
+}
+
+// writerFunc is an io.Writer that hands every write to a function.
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
 }

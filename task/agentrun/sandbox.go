@@ -1,7 +1,12 @@
 package agentrun
 
 import (
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
@@ -10,9 +15,46 @@ import (
 )
 
 // BaseEnv is the environment every process of a task's sandbox starts
-// with (secrets and extras are added by the caller).
-func BaseEnv(t *manifest.Task) []string {
-	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+// with: the runner's variables (HOME is home, see PrepareHome) and the
+// manifest's agent.env, sorted by name. Secrets, the task token and the
+// children socket are added by the caller.
+func BaseEnv(t *manifest.Task, home string) []string {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+	if t.Agent != nil {
+		for _, k := range slices.Sorted(maps.Keys(t.Agent.Env)) {
+			env = append(env, k+"="+t.Agent.Env[k])
+		}
+	}
+	return env
+}
+
+// SandboxHome is HOME on an isolating backend: the sandbox's own /tmp, a
+// tmpfs that each sandbox mounts fresh and that goes with it.
+const SandboxHome = "/tmp"
+
+// PrepareHome returns the HOME of a task's processes on b, so that no two
+// tasks share one (an agent's settings, hooks and session files in
+// ~/.claude would otherwise reach the next task). An isolating backend
+// gets SandboxHome, private to each sandbox. Anything else runs as the
+// runner's user on the host, whose /tmp all tasks share: there HOME is
+// l.Home() (<task>/home), created 0700 for the runner's user, kept for the
+// task's later runs (`task shell`) and removed with the workspace.
+func PrepareHome(l stage.Layout, b backend.Backend) (string, error) {
+	if b.Capabilities().Isolating {
+		return SandboxHome, nil
+	}
+	dir := l.Home()
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot create the task's home directory")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return "", job.Errorf(job.CodeRunIOFailed, "the task's home %s is not a directory", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot make the task's home private")
+	}
+	return dir, nil
 }
 
 // SandboxSpec is the sandbox a task's processes run in: the inbox as the

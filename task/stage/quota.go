@@ -113,7 +113,7 @@ func Remount(ctx context.Context, l Layout) error {
 }
 
 // RemoveWorkspace unmounts and removes the workspace: inbox/, its disk
-// image and base.git.
+// image, base.git and the task's home.
 func RemoveWorkspace(l Layout) error {
 	if Mounted(l) {
 		if err := unix.Unmount(l.Inbox(), 0); err != nil {
@@ -127,5 +127,6 @@ func RemoveWorkspace(l Layout) error {
 	err := os.RemoveAll(l.Inbox())
 	os.Remove(l.DiskImage())
 	os.RemoveAll(l.Base())
+	os.RemoveAll(l.Home())
 	return err
 }
