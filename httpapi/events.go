@@ -28,10 +28,16 @@ type StreamEvent struct {
 	Base64  []byte    `json:"base64,omitempty"`
 	Attempt int       `json:"attempt,omitempty"`
 	Time    time.Time `json:"time"`
+	// Egress is an egress gateway decision (type "egress").
+	Egress json.RawMessage `json:"egress,omitempty"`
 }
 
 func toStream(ev queue.Sequenced) StreamEvent {
 	se := StreamEvent{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time}
+	if ev.Type == queue.EventEgress {
+		se.Egress = json.RawMessage(ev.Data)
+		return se
+	}
 	if len(ev.Data) > 0 {
 		se.Text = string(ev.Data)
 		if !utf8.Valid(ev.Data) {

@@ -18,6 +18,9 @@ const (
 	EventStatus = "status"
 	EventStdout = "stdout"
 	EventStderr = "stderr"
+	// EventEgress carries one egress gateway decision (egress.Decision
+	// as JSON in Data).
+	EventEgress = "egress"
 )
 
 // Event is one live job event.

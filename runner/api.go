@@ -10,6 +10,7 @@ package runner
 import (
 	"time"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -24,6 +25,9 @@ type Options struct {
 	// Stage is called after each pipeline stage with its duration
 	// ("validate", "policy", "snapshot", "backend", "artifacts", "record").
 	Stage func(jobID, stage string, d time.Duration)
+	// Egress receives each egress gateway decision of an "allowlist" job
+	// as its connection ends (live events); it must be goroutine-safe.
+	Egress func(jobID string, d egress.Decision)
 	// ReadOnly and Writable are extra host directories exposed to the job
 	// at their own paths (the agent gateway's read and write roots). They
 	// are library-only: no JSON door can set them.

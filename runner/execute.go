@@ -109,7 +109,7 @@ func (e *execution) begin() error {
 
 // unfinishedLeftovers are what an attempt writes after request.json and
 // status.json.
-var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, store.ResultFile}
+var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, store.ResultFile, EgressFile}
 
 // clearUnfinished removes them (one directory read when there are none,
 // as for a job the HTTP door accepted).
@@ -155,6 +155,11 @@ func (e *execution) run(ctx context.Context) error {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, err.Message)
 		return err
 	}
+	rules, nerr := e.r.networkRules(e.req.Policy)
+	if nerr != nil {
+		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, nerr.Message)
+		return nerr
+	}
 	e.res.PolicyDecision.Action = job.ActionAllow
 	e.stage("policy", t)
 
@@ -196,6 +201,14 @@ func (e *execution) run(ctx context.Context) error {
 		},
 		Stdout: e.stdout,
 		Stderr: e.stderr,
+	}
+	if e.req.Policy.Network == job.NetworkAllowlist {
+		br, bridge, err := e.openEgress(ctx, rules)
+		if err != nil {
+			return err
+		}
+		spec.Egress = bridge
+		defer br.Close()
 	}
 	out, err := b.Run(ctx, spec)
 	e.stage("backend", t)

@@ -32,6 +32,10 @@ type Config struct {
 	Defaults job.Limits
 	Max      job.Limits
 	Policy   policy.Config
+	// Egress is the egress gateway and ceiling for "allowlist" jobs; nil
+	// refuses them. AllowHostNetwork lets jobs use network "host".
+	Egress           *Egress
+	AllowHostNetwork bool
 	// RequireEnforcement turns a backend that cannot enforce a limit into
 	// a backend_unavailable result instead of a recorded "not_enforced".
 	RequireEnforcement bool

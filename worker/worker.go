@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
@@ -228,6 +229,10 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 		Status:  func(id string, s job.Status) { p.publishStatus(id, s, d.Attempt) },
 		Output: func(id, stream string, b []byte) {
 			_ = q.Publish(queue.Event{Type: stream, JobID: id, Data: append([]byte(nil), b...)})
+		},
+		Egress: func(id string, d egress.Decision) {
+			b, _ := json.Marshal(d)
+			_ = q.Publish(queue.Event{Type: queue.EventEgress, JobID: id, Data: b})
 		},
 		Stage: stage,
 	})

@@ -28,6 +28,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 func init() {
 	var requestPath, storeDir, backendKind, out string
+	var network egressFlags
 	cmd := &cobra.Command{
 		Use:   "run --request FILE|-",
 		Short: "Run one RunJobRequest and print its RunJobResult",
@@ -50,7 +51,11 @@ func init() {
 			if backendKind != "" {
 				req.Backend.Kind = validation.NormalizeKind(backendKind)
 			}
-			r, err := newRunner(storeDir, "")
+			cfg := runner.Config{StoreDir: storeDir}
+			if err := network.runnerConfig(&cfg, nil, nil); err != nil {
+				return err
+			}
+			r, err := runner.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -67,5 +72,6 @@ func init() {
 	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "run store directory")
 	cmd.Flags().StringVar(&backendKind, "backend", "", "override backend.kind (local_process, linux_sandbox, ...)")
 	cmd.Flags().StringVar(&out, "out", "", "write the result to this file instead of stdout")
+	network.register(cmd.Flags())
 	rootCmd.AddCommand(cmd)
 }

@@ -73,6 +73,7 @@ type serveOptions struct {
 	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
 	durable, noWorkers, unsafeLocal                                                                bool
 	workspaceRoots                                                                                 []string
+	network                                                                                        egressFlags
 }
 
 var serveCmd = &cobra.Command{
@@ -84,6 +85,7 @@ var serveCmd = &cobra.Command{
 func init() {
 	var o serveOptions
 	f := serveCmd.Flags()
+	o.network.register(f)
 	f.StringVar(&o.addr, "addr", "127.0.0.1:3000", "listen address; anything but loopback requires --token-file")
 	f.StringVar(&o.storeDir, "store-dir", "./agent-runner-runs", "run store (and embedded NATS data) directory")
 	f.Int64Var(&o.capacity, "queue-capacity", 1024, "most jobs queued or running at once; beyond it POST /v1/jobs answers 503")
@@ -132,10 +134,15 @@ func serve(o serveOptions) error {
 		return err
 	}
 	warnUnsafeLocal(log, o.unsafeLocal, defaultKind)
-	r, err := runner.New(runner.Config{
+	reg := prometheus.NewRegistry()
+	cfg := runner.Config{
 		StoreDir: o.storeDir, DefaultBackend: defaultKind, Backends: enabledBackends(o.unsafeLocal),
 		Durable: o.durable, Logger: log,
-	})
+	}
+	if err := o.network.runnerConfig(&cfg, log, reg); err != nil {
+		return err
+	}
+	r, err := runner.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -163,7 +170,6 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	api := httpapi.New(httpapi.Config{
 		Runner: r, Queue: q, Logger: log, Tokens: tokens, MaxBodyBytes: o.maxBody,

@@ -32,6 +32,7 @@ func init() {
 	var grace time.Duration
 	var durable, unsafeLocal bool
 	var workspaceRoots []string
+	var network egressFlags
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
 		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
@@ -52,7 +53,11 @@ func init() {
 				return err
 			}
 			warnUnsafeLocal(log, unsafeLocal, kind)
-			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log})
+			cfg := runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log}
+			if err := network.runnerConfig(&cfg, log, nil); err != nil {
+				return err
+			}
+			r, err := runner.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -74,6 +79,7 @@ func init() {
 		},
 	}
 	f := cmd.Flags()
+	network.register(f)
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
 	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "run store shared with the API node")
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")

@@ -1,0 +1,82 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// EgressFile is the run record's audit of egress decisions: one JSON
+// egress.Decision per connection (docs/egress.md).
+const EgressFile = "egress.jsonl"
+
+// Egress is the operator's egress set-up: the gateway that serves
+// "allowlist" jobs and the ceiling their allowed_hosts must stay within.
+type Egress struct {
+	Gateway *egress.Gateway
+	Ceiling []egress.Rule
+}
+
+// networkRules checks the request's network mode against the operator's
+// settings and returns the allowlist of an "allowlist" job.
+func (r *Runner) networkRules(p job.Policy) ([]egress.Rule, *job.Error) {
+	switch p.Network {
+	case job.NetworkHost:
+		if !r.cfg.AllowHostNetwork {
+			return nil, job.Errorf(job.CodeNetworkDenied, "network host is not enabled on this runner (the operator's --allow-host-network)").
+				With("network", p.Network)
+		}
+	case job.NetworkAllowlist:
+		rules, err := egress.ParseRules(p.AllowedHosts)
+		if err != nil {
+			return nil, job.Errorf(job.CodeInvalidRequest, "policy.allowed_hosts: %v", err).With("field", "policy.allowed_hosts")
+		}
+		if r.cfg.Egress == nil || r.cfg.Egress.Gateway == nil || len(r.cfg.Egress.Ceiling) == 0 {
+			return nil, job.Errorf(job.CodeNetworkDenied, "network allowlist needs the operator's egress ceiling (--egress-allow HOST)").
+				With("network", p.Network)
+		}
+		if outside := egress.Within(rules, r.cfg.Egress.Ceiling); len(outside) > 0 {
+			names := make([]string, len(outside))
+			for i, o := range outside {
+				names[i] = o.String()
+			}
+			return nil, job.Errorf(job.CodeNetworkDenied, "policy.allowed_hosts reach beyond the operator's egress ceiling: %s", strings.Join(names, ", ")).
+				With("network", p.Network).With("outside", names)
+		}
+		return rules, nil
+	}
+	return nil, nil
+}
+
+// openEgress starts the job's gateway bridge. Every decision is appended
+// to the run record's egress.jsonl and handed to Options.Egress.
+func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*egress.Bridge, *backend.Egress, error) {
+	var mu sync.Mutex
+	path := filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile)
+	audit := func(d egress.Decision) {
+		line, _ := json.Marshal(d)
+		mu.Lock()
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
+			f.Write(append(line, '\n'))
+			f.Close()
+		} else {
+			e.r.log.Warn("cannot record an egress decision", "job_id", e.req.JobID, "error", err)
+		}
+		mu.Unlock()
+		if e.opts.Egress != nil {
+			e.opts.Egress(e.req.JobID, d)
+		}
+	}
+	br, err := e.r.cfg.Egress.Gateway.Open(ctx, &egress.Run{ID: e.req.JobID, Rules: rules, Audit: audit})
+	if err != nil {
+		return nil, nil, err
+	}
+	return br, &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, nil
+}
