@@ -135,12 +135,25 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, run *Run, ca *CA) 
 	defer stopClose()
 
 	var err error
+	backoff := time.Duration(0)
 	for {
 		var c net.Conn
 		c, err = ln.Accept()
 		if err != nil {
-			break
+			if !temporary(err) || ctx.Err() != nil {
+				break
+			}
+			// Out of descriptors or the like: wait and try again, as
+			// net/http does, rather than drop the run's connections.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			g.log.Warn("egress accept failed; retrying", logKeyRun, run.ID, logKeyError, err.Error())
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			continue
 		}
+		backoff = 0
 		start := time.Now()
 		select {
 		case s.slots <- struct{}{}:
@@ -168,6 +181,12 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, run *Run, ca *CA) 
 		return nil
 	}
 	return job.Wrap(job.CodeInternal, err, "egress listener")
+}
+
+// temporary reports whether an Accept error may pass (EMFILE, ENFILE).
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // session is one Serve call: a run's connections.

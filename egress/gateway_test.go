@@ -1,9 +1,11 @@
 package egress
 
 import (
+	"bufio"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -293,5 +295,56 @@ func TestServeArguments(t *testing.T) {
 		} else if strings.Contains(err.Error(), "v-secret-value") {
 			t.Errorf("%s: error %q holds the secret value", tc.name, err)
 		}
+	}
+}
+
+// flakyListener fails its first Accept with a temporary error.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+type temporaryError struct{}
+
+func (temporaryError) Error() string   { return "too many open files" }
+func (temporaryError) Temporary() bool { return true }
+func (temporaryError) Timeout() bool   { return false }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, temporaryError{}
+	}
+	return l.Listener.Accept()
+}
+
+func TestServeRetriesTemporaryAcceptErrors(t *testing.T) {
+	g, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := make(chan Decision, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Serve(t.Context(), &flakyListener{Listener: ln}, &Run{ID: "r", Audit: func(d Decision) { audit <- d }}, nil)
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT api.evil.test:443 HTTP/1.1\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	c.Close()
+	if err != nil || resp.StatusCode != 403 {
+		t.Fatalf("answer after a temporary accept error = %v, %v, want 403", resp, err)
+	}
+	<-audit
+	ln.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after its listener closed = %v, want nil", err)
 	}
 }
