@@ -121,9 +121,20 @@ func (f *File) Names() []string {
 	return sortedKeys(f.entries)
 }
 
+// MinValueBytes is the shortest value a secret may have. Values are
+// scrubbed from task output by replacing every occurrence, so a short one
+// ("1", "true") would be redacted from ordinary text everywhere and
+// corrupt every stream-json line.
+const MinValueBytes = 8
+
+// ErrTooShort is the cause of Value's error for a value shorter than
+// MinValueBytes.
+var ErrTooShort = errors.New("secret value too short to scrub")
+
 // Value reads a registered secret's value now; getenv resolves env
-// entries (nil: os.Getenv). An unset variable, an empty value or an
-// unreadable file is an error that names the secret, never its value.
+// entries (nil: os.Getenv). An unset variable, an empty value, an
+// unreadable file or a value shorter than MinValueBytes (ErrTooShort) is
+// an error that names the secret, never its value.
 func (f *File) Value(name string, getenv func(string) string) (string, error) {
 	e, ok := f.Lookup(name)
 	if !ok {
@@ -148,6 +159,9 @@ func (f *File) Value(name string, getenv func(string) string) (string, error) {
 		if v == "" {
 			return "", job.Errorf(job.CodeInvalidRequest, "secret %s: its file is empty", name)
 		}
+	}
+	if len(v) < MinValueBytes {
+		return "", job.Wrap(job.CodeInvalidRequest, ErrTooShort, fmt.Sprintf("secret %s: its value is shorter than %d bytes, too short to scrub from the task's logs (it would be redacted from ordinary output everywhere); register a longer value", name, MinValueBytes))
 	}
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package secretfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,11 +53,15 @@ func TestParseRefusals(t *testing.T) {
 func TestValue(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "gh"), []byte("gh-value\n"), 0o600)
-	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH: {file: "+filepath.Join(dir, "gh")+"}\n  MISSING: {file: /no/such/file}\n  UNSET: {env: UNSET_VAR}\n"), "s.yaml")
+	os.WriteFile(filepath.Join(dir, "flag"), []byte("true\n"), 0o600)
+	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH: {file: "+filepath.Join(dir, "gh")+"}\n  MISSING: {file: /no/such/file}\n  UNSET: {env: UNSET_VAR}\n"+
+		"  SHORT: {env: SHORT_VAR}\n  FLAG: {file: "+filepath.Join(dir, "flag")+"}\n"), "s.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := func(k string) string { return map[string]string{"TEST_API_KEY": "env-value"}[k] }
+	env := func(k string) string {
+		return map[string]string{"TEST_API_KEY": "env-value", "SHORT_VAR": "1234567"}[k]
+	}
 	tests := []struct {
 		name, want string
 		code       job.Code
@@ -66,11 +71,33 @@ func TestValue(t *testing.T) {
 		{"MISSING", "", job.CodeInvalidRequest},
 		{"UNSET", "", job.CodeInvalidRequest},
 		{"HOME", "", job.CodeForbidden},
+		{"SHORT", "", job.CodeInvalidRequest},
+		{"FLAG", "", job.CodeInvalidRequest},
 	}
 	for _, tt := range tests {
 		got, err := f.Value(tt.name, env)
 		if got != tt.want || job.CodeOf(err) != tt.code {
 			t.Errorf("Value(%q) = %q, %v; want %q, code %q", tt.name, got, err, tt.want, tt.code)
 		}
+	}
+}
+
+// TestValueRefusesShortValues: a value shorter than MinValueBytes would be
+// redacted from ordinary output everywhere (a secret "1" corrupted every
+// stream-json line), so it is refused with ErrTooShort, naming the secret
+// and never the value.
+func TestValueRefusesShortValues(t *testing.T) {
+	f, err := Parse([]byte("secrets:\n  DEBUG_SWITCH: {env: V}\n"), "s.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "true", "1234567"} {
+		_, err := f.Value("DEBUG_SWITCH", func(string) string { return v })
+		if !errors.Is(err, ErrTooShort) || !strings.Contains(err.Error(), "DEBUG_SWITCH") || strings.Contains(job.AsError(err).Message, v) {
+			t.Errorf("Value(%q) = %v, want ErrTooShort naming DEBUG_SWITCH", v, err)
+		}
+	}
+	if got, err := f.Value("DEBUG_SWITCH", func(string) string { return "12345678" }); err != nil || got != "12345678" {
+		t.Errorf("Value(8 bytes) = %q, %v", got, err)
 	}
 }

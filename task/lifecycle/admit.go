@@ -1,7 +1,10 @@
 package lifecycle
 
 import (
+	"errors"
+
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
 
@@ -10,7 +13,9 @@ import (
 // runs (a task recovered after a restart meets the new configuration): a
 // local repository (a path or file:// URL) lies under cfg.Roots, and every
 // secret is registered in cfg.Secrets under its name, with the same source
-// and key when the manifest gives them.
+// and key when the manifest gives them, and is not too short to scrub
+// (secretfile.MinValueBytes; a value that cannot be read yet is left to
+// provisioning, which reads it again).
 func Admit(cfg Config, t *manifest.Task) error {
 	if err := admitRepository(cfg, t.Repository); err != nil {
 		return err
@@ -47,6 +52,9 @@ func admitSecret(cfg Config, s manifest.Secret) error {
 	}
 	if (s.Source != "" || s.Key != "") && (s.Source != e.Source || s.Key != e.Key) {
 		return deny("secret %s: %s %q is not what the secrets file %s registers under that name", s.Name, s.Source, s.Key, cfg.Secrets.Path)
+	}
+	if _, err := cfg.Secrets.Value(s.Name, cfg.Env); errors.Is(err, secretfile.ErrTooShort) {
+		return job.AsError(err).With("field", "secrets").With("secret", s.Name)
 	}
 	return nil
 }

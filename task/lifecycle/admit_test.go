@@ -24,6 +24,11 @@ func TestAdmit(t *testing.T) {
 	outside := t.TempDir()
 	os.Symlink(outside, filepath.Join(root, "link-out"))
 	cfg := lifecycle.Config{Roots: &workspaceroot.Roots{Dirs: []string{root}, Excluded: []string{store}}, Secrets: secretsFile(t)}
+	// A secret "1" would be redacted from every line of output; the old
+	// code accepted it. One not readable yet is left to provisioning.
+	short, unset := cfg, cfg
+	short.Env = func(string) string { return "1" }
+	unset.Env = func(string) string { return "" }
 	tests := []struct {
 		name, url string
 		secrets   []manifest.Secret
@@ -49,6 +54,8 @@ func TestAdmit(t *testing.T) {
 		{"vault", repo, []manifest.Secret{{Name: "API_KEY", Source: "vault", Key: "kv/x"}}, cfg, job.CodeForbidden},
 		{"no secrets file", repo, []manifest.Secret{{Name: "API_KEY", Source: "env", Key: "TEST_API_KEY"}}, lifecycle.Config{}, job.CodeForbidden},
 		{"no secrets file, no secrets", repo, nil, lifecycle.Config{}, ""},
+		{"secret too short to scrub", repo, []manifest.Secret{{Name: "API_KEY"}}, short, job.CodeInvalidRequest},
+		{"secret not readable yet", repo, []manifest.Secret{{Name: "API_KEY"}}, unset, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +63,9 @@ func TestAdmit(t *testing.T) {
 			err := lifecycle.Admit(tt.cfg, tk)
 			if got := job.CodeOf(err); got != tt.code {
 				t.Errorf("Admit(url %q, secrets %+v) = %v, want code %q", tt.url, tt.secrets, err, tt.code)
+			}
+			if len(tt.secrets) > 0 && err != nil && job.AsError(err).Details["secret"] != tt.secrets[0].Name {
+				t.Errorf("Admit(secrets %+v) = %v, want the secret named in details", tt.secrets, err)
 			}
 		})
 	}

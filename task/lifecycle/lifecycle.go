@@ -246,6 +246,9 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 			md.State = state.FailedPreserved
 		}
 		md.Error = job.Errorf(job.CodeRunExitNonzero, "agent ended: %s", describe(out)).With("reason", out.Reason)
+		if out.Failure != "" {
+			md.Error.Message += ": " + out.Failure
+		}
 		_ = m.Transition(md.State, md.Error.Message, md.Error)
 	}
 	if md.State == state.Failed {

@@ -161,6 +161,45 @@ func TestUnregisteredSecretFailsBeforeStaging(t *testing.T) {
 	}
 }
 
+// TestFailedAgentSaysWhy: a failed task's error carries the agent's last
+// error line (scrubbed), not only "agent ended: exit 1"; the old status
+// left the reason in the log.
+func TestFailedAgentSaysWhy(t *testing.T) {
+	dir, tk, doc := submit(t, `echo "warming up" >&2; echo "Error: Input must be provided (key $API_KEY)" >&2; echo done >&2; exit 1`,
+		"secrets: [{name: API_KEY}]\n")
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{
+		Backend: tasktest.Backend(t), CloneBackoff: &quick, Secrets: secretsFile(t),
+		Env: func(k string) string { return map[string]string{"TEST_API_KEY": "secret-value-123"}[k] },
+	})
+	if err != nil || md.State != state.Failed {
+		t.Fatalf("task = %+v %v", md, err)
+	}
+	want := "agent ended: exit 1: Error: Input must be provided (key [REDACTED])"
+	if md.Error == nil || md.Error.Message != want {
+		t.Errorf("error = %+v, want message %q", md.Error, want)
+	}
+	rec, _ := state.Open(dir)
+	if cur := rec.Current(); cur.Error == nil || cur.Error.Message != want || cur.Reason != want {
+		t.Errorf("state.json = %+v, want error and reason %q", cur, want)
+	}
+}
+
+// TestShortSecretFailsBeforeStaging: a secret value too short to scrub
+// fails the task before anything is cloned, naming the secret.
+func TestShortSecretFailsBeforeStaging(t *testing.T) {
+	dir, tk, doc := submit(t, `touch ran`, "secrets: [{name: API_KEY}]\n")
+	md, _ := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{
+		Backend: tasktest.Backend(t), CloneBackoff: &quick, Secrets: secretsFile(t),
+		Env: func(string) string { return "1" },
+	})
+	if md.State != state.Failed || md.Error == nil || md.Error.Code != job.CodeInvalidRequest || !strings.Contains(md.Error.Message, "API_KEY") {
+		t.Errorf("task = %s %+v, want failed %s naming API_KEY", md.State, md.Error, job.CodeInvalidRequest)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "inbox")); !os.IsNotExist(err) {
+		t.Error("the repository was staged")
+	}
+}
+
 func TestCancelMidRun(t *testing.T) {
 	dir, tk, doc := submit(t, `echo partial > a.txt; while true; do echo working; sleep 0.1; done`, "")
 	ctx, cancel := context.WithCancel(context.Background())
