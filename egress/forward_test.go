@@ -110,3 +110,29 @@ func TestUpgradePassesThrough(t *testing.T) {
 		t.Errorf("after the upgrade read %q, %v, want %q", got, err, "echo ping\n")
 	}
 }
+
+func TestPlainHTTPNeverGetsTheValue(t *testing.T) {
+	pki := newTestPKI(t)
+	seenCh := make(chan seen, 2)
+	port := plainUpstream(t, recordingHandler(seenCh))
+	plain := hostPort("plain.example.test", port)
+	binding := Binding{Name: "K", Placeholder: Placeholder("K"), Value: secretValue, Hosts: []Rule{{Host: "plain.example.test", Port: port}}}
+	h := startGateway(t, pinnedConfig(pki), []string{plain}, []Binding{binding})
+
+	// An absolute-URI request, then plain HTTP inside a CONNECT tunnel.
+	c, br := h.dial(t)
+	fmt.Fprintf(c, "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", plain, plain, binding.Placeholder)
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("absolute-URI request = %v, %v", resp, err)
+	}
+	tc, tbr, _ := h.connect(t, plain)
+	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", plain, binding.Placeholder)
+	if resp, err := http.ReadResponse(tbr, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("HTTP in a tunnel = %v, %v", resp, err)
+	}
+	for range 2 {
+		if got, want := (<-seenCh).Auth, "Bearer "+binding.Placeholder; got != want {
+			t.Errorf("plain HTTP upstream saw Authorization %q, want the placeholder %q", got, want)
+		}
+	}
+}
