@@ -207,6 +207,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	res, err := cfg.Backend.Run(runCtx, spec)
 	stdout.Flush()
 	stderr.Flush()
+	prog.end()
 	if err == nil && (res.CPUTime > 0 || res.PeakMemoryBytes > 0) {
 		// The last heartbeat carries the run's totals (the process is gone).
 		hb.sample(backend.Usage{CPUTime: res.CPUTime, PeakMemoryBytes: res.PeakMemoryBytes})

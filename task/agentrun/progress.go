@@ -92,6 +92,16 @@ func (t *tracker) add(p []byte) {
 	}
 }
 
+// end parses a last line the agent left without a newline.
+func (t *tracker) end() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.skipping && len(t.line) > 0 {
+		t.parse(t.line)
+	}
+	t.line, t.skipping = t.line[:0], false
+}
+
 func (t *tracker) buffer(p []byte) {
 	if t.skipping {
 		return

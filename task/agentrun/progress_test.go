@@ -81,7 +81,8 @@ func TestTrackerErrorResult(t *testing.T) {
 		t.Errorf("failure is %d bytes, over %d", len(got), MaxFailureBytes)
 	}
 	tr = &tracker{}
-	tr.add([]byte(`{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["tool crashed","no more turns"]}` + "\n"))
+	tr.add([]byte(`{"type":"result","subtype":"error_during_execution","is_error":true,"errors":["tool crashed","no more turns"]}`))
+	tr.end() // no newline after the last line
 	if got, want := tr.failure(), "tool crashed; no more turns"; got != want {
 		t.Errorf("failure from errors = %q, want %q", got, want)
 	}
