@@ -2,15 +2,17 @@
 // --secrets-file), the only place an agent task's secrets can come from:
 //
 //	secrets:
-//	  ANTHROPIC_API_KEY: {env: ANTHROPIC_API_KEY}
+//	  ANTHROPIC_API_KEY: {env: ANTHROPIC_API_KEY, hosts: [api.anthropic.com]}
 //	  GITHUB_TOKEN: {file: /etc/agent-runner/github-token}
 //
 // Each NAME is registered with exactly one source: env (a variable of the
 // runner's environment) or file (an absolute path, read when a task is
-// provisioned, trailing newlines trimmed). Any other key in an entry is
-// refused when the file is loaded, hosts included: it is reserved for the
-// egress gateway, which will bind a secret to the hosts it may be sent to.
-// Values are read only by Value; nothing here logs or stores them.
+// provisioned, trailing newlines trimmed). hosts, optional, binds the
+// secret to the hosts it may be sent to (egress rules): a task's workload
+// then gets only a placeholder, and the egress gateway puts the real value
+// in request headers to those hosts (docs/egress.md). Any other key in an
+// entry is refused when the file is loaded. Values are read only by Value;
+// nothing here logs or stores them.
 package secretfile
 
 import (
@@ -26,6 +28,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -39,6 +42,9 @@ const (
 type Entry struct {
 	Source string // SourceEnv or SourceFile
 	Key    string // the variable's name, or the file's absolute path
+	// Hosts are the hosts the value is added for at the egress gateway;
+	// a secret with hosts never enters the sandbox itself.
+	Hosts []egress.Rule
 }
 
 // File is a loaded secrets file.
@@ -79,10 +85,20 @@ func Parse(data []byte, path string) (*File, error) {
 		}
 		var e Entry
 		for _, k := range sortedKeys(fields) {
+			if k == "hosts" {
+				hosts, ok := stringList(fields[k])
+				if !ok || len(hosts) == 0 {
+					return nil, bad("secret %s: hosts must be a non-empty list of host names", name)
+				}
+				rules, err := egress.ParseRules(hosts)
+				if err != nil {
+					return nil, bad("secret %s: hosts: %v", name, err)
+				}
+				e.Hosts = rules
+				continue
+			}
 			v, isString := fields[k].(string)
 			switch {
-			case k == "hosts":
-				return nil, bad("secret %s: hosts is reserved for the egress gateway and not supported yet", name)
 			case k != SourceEnv && k != SourceFile:
 				return nil, bad("secret %s: unknown key %q (an entry is {env: VAR} or {file: PATH})", name, k)
 			case e.Source != "":
@@ -94,7 +110,7 @@ func Parse(data []byte, path string) (*File, error) {
 			case k == SourceEnv && !namePattern.MatchString(v):
 				return nil, bad("secret %s: env %q is not a variable name", name, v)
 			}
-			e = Entry{Source: k, Key: v}
+			e.Source, e.Key = k, v
 		}
 		if e.Source == "" {
 			return nil, bad("secret %s: needs env or file", name)
@@ -102,6 +118,23 @@ func Parse(data []byte, path string) (*File, error) {
 		f.entries[name] = e
 	}
 	return f, nil
+}
+
+// stringList reads a YAML list of strings.
+func stringList(v any) ([]string, bool) {
+	items, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, ok := it.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
 }
 
 // Lookup returns the registration of name.

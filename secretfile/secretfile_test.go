@@ -13,15 +13,23 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY}\n  GH: {file: /run/gh}\n"), "s.yaml")
+	f, err := Parse([]byte("secrets:\n  API_KEY: {env: TEST_API_KEY, hosts: [api.example.com, \"*.example.org:8443\"]}\n  GH: {file: /run/gh}\n"), "s.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.Names(), []string{"API_KEY", "GH"}; !cmp.Equal(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
 	}
-	if got, ok := f.Lookup("GH"); !ok || got != (Entry{Source: SourceFile, Key: "/run/gh"}) {
+	if got, ok := f.Lookup("GH"); !ok || !cmp.Equal(got, Entry{Source: SourceFile, Key: "/run/gh"}) {
 		t.Errorf("Lookup(GH) = %+v, %v", got, ok)
+	}
+	got, _ := f.Lookup("API_KEY")
+	var hosts []string
+	for _, h := range got.Hosts {
+		hosts = append(hosts, h.String())
+	}
+	if want := []string{"api.example.com", "*.example.org:8443"}; got.Source != SourceEnv || !cmp.Equal(hosts, want) {
+		t.Errorf("Lookup(API_KEY) = %+v hosts %q, want env with hosts %q", got, hosts, want)
 	}
 	if empty, err := Parse(nil, "empty.yaml"); err != nil || len(empty.Names()) != 0 {
 		t.Errorf("an empty file = %v, %v; want no secrets", empty.Names(), err)
@@ -30,7 +38,9 @@ func TestParse(t *testing.T) {
 
 func TestParseRefusals(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
-		{"hosts is reserved", "secrets:\n  K: {env: K, hosts: [api.example.com]}\n", "hosts is reserved"},
+		{"hosts not a list", "secrets:\n  K: {env: K, hosts: api.example.com}\n", "non-empty list"},
+		{"hosts empty", "secrets:\n  K: {env: K, hosts: []}\n", "non-empty list"},
+		{"hosts with an IP", "secrets:\n  K: {env: K, hosts: [10.0.0.1]}\n", "hosts:"},
 		{"unknown key", "secrets:\n  K: {env: K, vault: x}\n", `unknown key "vault"`},
 		{"both sources", "secrets:\n  K: {env: K, file: /k}\n", "not both"},
 		{"no source", "secrets:\n  K: {}\n", "needs env or file"},
