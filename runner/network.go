@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/agent-runner/agent-runner/backend"
@@ -16,13 +15,6 @@ import (
 // EgressFile is the run record's audit of egress decisions: one JSON
 // egress.Decision per connection (docs/egress.md).
 const EgressFile = "egress.jsonl"
-
-// Egress is the operator's egress set-up: the gateway that serves
-// "allowlist" jobs and the ceiling their allowed_hosts must stay within.
-type Egress struct {
-	Gateway *egress.Gateway
-	Ceiling []egress.Rule
-}
 
 // networkRules checks the request's network mode against the operator's
 // settings and returns the allowlist of an "allowlist" job.
@@ -38,17 +30,8 @@ func (r *Runner) networkRules(p job.Policy) ([]egress.Rule, *job.Error) {
 		if err != nil {
 			return nil, job.Errorf(job.CodeInvalidRequest, "policy.allowed_hosts: %v", err).With("field", "policy.allowed_hosts")
 		}
-		if r.cfg.Egress == nil || r.cfg.Egress.Gateway == nil || len(r.cfg.Egress.Ceiling) == 0 {
-			return nil, job.Errorf(job.CodeNetworkDenied, "network allowlist needs the operator's egress ceiling (--egress-allow HOST)").
-				With("network", p.Network)
-		}
-		if outside := egress.Within(rules, r.cfg.Egress.Ceiling); len(outside) > 0 {
-			names := make([]string, len(outside))
-			for i, o := range outside {
-				names[i] = o.String()
-			}
-			return nil, job.Errorf(job.CodeNetworkDenied, "policy.allowed_hosts reach beyond the operator's egress ceiling: %s", strings.Join(names, ", ")).
-				With("network", p.Network).With("outside", names)
+		if err := r.cfg.Egress.Narrow(rules, "policy.allowed_hosts"); err != nil {
+			return nil, job.AsError(err).With("network", p.Network)
 		}
 		return rules, nil
 	}

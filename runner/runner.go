@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/store"
@@ -34,7 +35,7 @@ type Config struct {
 	Policy   policy.Config
 	// Egress is the egress gateway and ceiling for "allowlist" jobs; nil
 	// refuses them. AllowHostNetwork lets jobs use network "host".
-	Egress           *Egress
+	Egress           *egress.Operator
 	AllowHostNetwork bool
 	// RequireEnforcement turns a backend that cannot enforce a limit into
 	// a backend_unavailable result instead of a recorded "not_enforced".

@@ -66,6 +66,6 @@ func (f *egressFlags) runnerConfig(cfg *runner.Config, log *slog.Logger, reg pro
 	if err != nil {
 		return err
 	}
-	cfg.Egress = &runner.Egress{Gateway: g, Ceiling: ceiling}
+	cfg.Egress = &egress.Operator{Gateway: g, Ceiling: ceiling}
 	return nil
 }
