@@ -39,7 +39,7 @@ func init() {
 			return err
 		}
 		metrics := taskmetrics.New(d.Metrics)
-		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe,
+		s, err := taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: allowHost, Egress: d.Runner.Config().Egress, HangTimeout: hang, HeartbeatEvery: heartbeat, Observer: metrics.Observe,
 			Secrets: secrets, Roots: d.Roots})
 		if err != nil {
 			return err

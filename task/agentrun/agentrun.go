@@ -29,9 +29,11 @@ type Config struct {
 	// HangTimeout ends a run whose agent printed nothing for this long
 	// (default 30 min, seed 004).
 	HangTimeout time.Duration
-	// AllowHostNetwork lets network modes that need egress run with the
-	// host network; otherwise only "isolated" runs.
-	AllowHostNetwork bool
+	// Network is the run's network mode (job.Network*, decided by the
+	// lifecycle from vm.network_mode and the operator's settings; default
+	// disabled) and Egress the gateway bridge an allowlist run needs.
+	Network string
+	Egress  *backend.Egress
 	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr"),
 	// one call at a time.
 	Output func(stream string, p []byte)
@@ -96,13 +98,12 @@ func Command(t *manifest.Task) []string {
 // captured output.
 func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[string]string, cfg Config) (Outcome, error) {
 	out := Outcome{Backend: cfg.Backend.Kind()}
-	network := job.NetworkDisabled
-	if t.VM.NetworkMode != "isolated" {
-		if !cfg.AllowHostNetwork {
-			return out, job.Errorf(job.CodeNetworkDenied, "vm.network_mode %q needs egress, which is not available (only isolated); the operator can enable host networking", t.VM.NetworkMode).
-				With("network_mode", t.VM.NetworkMode)
-		}
-		network = job.NetworkHost
+	network := cfg.Network
+	if network == "" {
+		network = job.NetworkDisabled
+	}
+	if network == job.NetworkAllowlist && cfg.Egress == nil {
+		return out, job.Errorf(job.CodeBackendSetupFailed, "vm.network_mode %s needs an egress gateway for the run", t.VM.NetworkMode)
 	}
 	argv := Command(t)
 	exe := argv[0]
@@ -192,7 +193,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
 	start := time.Now()
 	spec := SandboxSpec(l, t, append([]string{exe}, argv[1:]...), env)
-	spec.Network = network
+	spec.Network, spec.Egress = network, cfg.Egress
 	spec.ReadOnly = cfg.Mounts
 	spec.Stdout = writerFunc(func(p []byte) {
 		prog.add(p)

@@ -115,12 +115,14 @@ func TestTaskTimeout(t *testing.T) {
 	}
 }
 
-func TestEgressRefused(t *testing.T) {
+// An allowlist run without a gateway bridge fails before anything runs
+// (the lifecycle decides the mode and opens the bridge).
+func TestAllowlistNeedsABridge(t *testing.T) {
 	l, tk, _ := staged(t, `true`, "1h")
 	tk.VM.NetworkMode = "outbound"
-	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: tasktest.Backend(t)})
-	if job.CodeOf(err) != job.CodeNetworkDenied {
-		t.Errorf("outbound task = %v, want %s", err, job.CodeNetworkDenied)
+	_, err := agentrun.Run(context.Background(), l, tk, nil, agentrun.Config{Backend: tasktest.Backend(t), Network: job.NetworkAllowlist})
+	if job.CodeOf(err) != job.CodeBackendSetupFailed {
+		t.Errorf("outbound task without a bridge = %v, want %s", err, job.CodeBackendSetupFailed)
 	}
 }
 

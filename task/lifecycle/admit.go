@@ -20,6 +20,9 @@ func Admit(cfg Config, t *manifest.Task) error {
 	if err := admitRepository(cfg, t.Repository); err != nil {
 		return err
 	}
+	if err := admitNetwork(cfg, t); err != nil {
+		return err
+	}
 	for _, s := range t.Secrets {
 		if err := admitSecret(cfg, s); err != nil {
 			return err

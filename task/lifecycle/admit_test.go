@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -37,8 +38,10 @@ func TestAdmit(t *testing.T) {
 	}{
 		{"local repo under a root", repo, nil, cfg, ""},
 		{"file URL under a root", "file://" + repo, nil, cfg, ""},
-		{"remote repo", "https://github.com/o/r.git", nil, cfg, ""},
-		{"scp-like remote", "git@github.com:o/r.git", nil, cfg, ""},
+		{"remote repo without an egress ceiling", "https://github.com/o/r.git", nil, cfg, job.CodeNetworkDenied},
+		{"remote repo within the ceiling", "https://github.com/o/r.git", nil, withEgress(cfg, "github.com"), ""},
+		{"remote repo beyond the ceiling", "https://gitlab.com/o/r.git", nil, withEgress(cfg, "github.com"), job.CodeNetworkDenied},
+		{"scp-like remote (not through the gateway)", "git@github.com:o/r.git", nil, withEgress(cfg, "github.com"), job.CodeNetworkDenied},
 		{"local repo outside the roots", outside, nil, cfg, job.CodePathEscape},
 		{"file URL into the store", "file://" + filepath.Join(store, "tasks", "other", "inbox"), nil, cfg, job.CodePathEscape},
 		{"file URL to /etc", "file:///etc", nil, cfg, job.CodePathEscape},
@@ -66,6 +69,48 @@ func TestAdmit(t *testing.T) {
 			}
 			if len(tt.secrets) > 0 && err != nil && job.AsError(err).Details["secret"] != tt.secrets[0].Name {
 				t.Errorf("Admit(secrets %+v) = %v, want the secret named in details", tt.secrets, err)
+			}
+		})
+	}
+}
+
+// withEgress is cfg with an egress gateway whose ceiling is hosts.
+func withEgress(cfg lifecycle.Config, hosts ...string) lifecycle.Config {
+	g, err := egress.New(egress.Config{})
+	if err != nil {
+		panic(err)
+	}
+	rules, err := egress.ParseRules(hosts)
+	if err != nil {
+		panic(err)
+	}
+	cfg.Egress = &egress.Operator{Gateway: g, Ceiling: rules}
+	return cfg
+}
+
+// TestAdmitNetwork: a task's network mode meets the operator's settings
+// at submit, before anything is cloned.
+func TestAdmitNetwork(t *testing.T) {
+	repo := t.TempDir()
+	tests := []struct {
+		name, mode string
+		hosts      []string
+		cfg        lifecycle.Config
+		code       job.Code
+	}{
+		{"isolated", "isolated", nil, lifecycle.Config{}, ""},
+		{"outbound without a ceiling", "outbound", []string{"api.anthropic.com"}, lifecycle.Config{}, job.CodeNetworkDenied},
+		{"outbound within the ceiling", "outbound", []string{"api.anthropic.com"}, withEgress(lifecycle.Config{}, "*.anthropic.com"), ""},
+		{"outbound beyond the ceiling", "outbound", []string{"api.anthropic.com", "evil.example"}, withEgress(lifecycle.Config{}, "*.anthropic.com"), job.CodeNetworkDenied},
+		{"seed 004 gateway mode", "gateway", []string{"api.anthropic.com"}, withEgress(lifecycle.Config{}, "api.anthropic.com"), ""},
+		{"full without the operator", "full", nil, lifecycle.Config{}, job.CodeNetworkDenied},
+		{"full with the operator", "full", nil, lifecycle.Config{AllowHostNetwork: true}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tk := &manifest.Task{Repository: manifest.Repository{URL: repo, Branch: "main"}, VM: manifest.VM{NetworkMode: tt.mode, AllowedHosts: tt.hosts}}
+			if got := job.CodeOf(lifecycle.Admit(tt.cfg, tk)); got != tt.code {
+				t.Errorf("Admit(%s %q) code = %q, want %q", tt.mode, tt.hosts, got, tt.code)
 			}
 		})
 	}

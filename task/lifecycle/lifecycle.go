@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/secretfile"
@@ -34,9 +35,14 @@ import (
 
 // Config is the operator's side of running tasks.
 type Config struct {
-	Backend          backend.Backend
-	HangTimeout      time.Duration
+	Backend     backend.Backend
+	HangTimeout time.Duration
+	// AllowHostNetwork lets vm.network_mode full (the host's network) run.
 	AllowHostNetwork bool
+	// Egress is the operator's gateway and ceiling: vm.network_mode
+	// outbound reaches vm.allowed_hosts through it, and remote
+	// repositories are cloned through it. Nil refuses both.
+	Egress *egress.Operator
 	// Env resolves env-sourced secrets (default os.Getenv).
 	Env func(string) string
 	// Secrets is the operator's secrets file: the only secrets a task may
@@ -156,7 +162,14 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 			diskEnforced = true
 		}
 	}
-	if err := stage.Stage(ctx, l, t, manifestYAML, backoff); err != nil {
+	net := newEgressRun(l, m)
+	proxy, stopProxy, err := cloneProxy(ctx, cfg, t, net)
+	if err != nil {
+		return fail(err)
+	}
+	err = stage.StageThrough(ctx, l, t, manifestYAML, backoff, proxy)
+	stopProxy()
+	if err != nil {
 		return fail(err)
 	}
 	if err := step(state.Provisioning, "sandbox "+md.Backend); err != nil {
@@ -171,6 +184,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
+	bindings := bindSecrets(cfg, secrets)
 	secrets["AGENT_TASK_TOKEN"] = token
 	if cfg.Backend == nil {
 		return fail(job.Errorf(job.CodeBackendUnavail, "no backend configured for tasks"))
@@ -193,7 +207,12 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err := step(state.Running, "agent started"); err != nil {
 		return md, err
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, AllowHostNetwork: cfg.AllowHostNetwork, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
+	network, bridge, stopNetwork, err := agentNetwork(ctx, cfg, t, bindings, net)
+	if err != nil {
+		return fail(err)
+	}
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
+	stopNetwork()
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
 	md.Enforced, md.NotEnforced = out.Enforced, out.NotEnforced

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -251,6 +252,15 @@ func (t *Task) Validate() error {
 	default:
 		return invalid("vm.network_mode", "must be isolated, outbound, full, gateway or host")
 	}
+	switch net := t.Network(); {
+	case net == job.NetworkAllowlist && len(t.VM.AllowedHosts) == 0:
+		return invalid("vm.allowed_hosts", "vm.network_mode %s reaches only listed hosts: list at least one", t.VM.NetworkMode)
+	case net != job.NetworkAllowlist && len(t.VM.AllowedHosts) > 0:
+		return invalid("vm.allowed_hosts", "only applies with vm.network_mode outbound")
+	}
+	if _, err := t.AllowedHosts(); err != nil {
+		return invalid("vm.allowed_hosts", "%v", err)
+	}
 	switch t.Lifecycle.FailureAction {
 	case "destroy", "preserve":
 	default:
@@ -355,4 +365,23 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil
+}
+
+// Network is the task's network mode in the vocabulary every door
+// shares (docs/egress.md): isolated is "disabled"; outbound (and seed
+// 004's gateway) is "allowlist" of vm.allowed_hosts through the egress
+// gateway; full (and host) is "host", which the operator must enable.
+func (t *Task) Network() string {
+	switch t.VM.NetworkMode {
+	case "outbound", "gateway":
+		return job.NetworkAllowlist
+	case "full", "host":
+		return job.NetworkHost
+	}
+	return job.NetworkDisabled
+}
+
+// AllowedHosts parses vm.allowed_hosts as egress rules.
+func (t *Task) AllowedHosts() ([]egress.Rule, error) {
+	return egress.ParseRules(t.VM.AllowedHosts)
 }

@@ -48,6 +48,13 @@ func (l Layout) Workdir(t *manifest.Task) string {
 // TASK.md and the empty progress logs. manifestYAML is stored as submitted
 // (it holds secret references, never values).
 func Stage(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte, b Backoff) error {
+	return StageThrough(ctx, l, t, manifestYAML, b, "")
+}
+
+// StageThrough is Stage with the clone of a remote repository going
+// through the HTTP proxy at proxy (the egress gateway), not the host's
+// network; "" clones directly (local repositories).
+func StageThrough(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte, b Backoff, proxy string) error {
 	for _, d := range []string{l.Progress(), l.Artifacts()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return job.Wrap(job.CodeRunIOFailed, err, "cannot create the task layout")
@@ -63,7 +70,7 @@ func Stage(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte,
 	}
 	err := b.Retry(ctx, func() error {
 		os.RemoveAll(l.Inbox())
-		return clone(ctx, t.Repository, l.Inbox())
+		return clone(ctx, t.Repository, l.Inbox(), proxy)
 	}, TransientGitError)
 	if err != nil {
 		return err
@@ -103,12 +110,19 @@ func saveBase(ctx context.Context, l Layout, exclude string) error {
 
 // clone fetches url@branch (and checks out commit) into dir. Without a
 // pinned commit the clone is shallow.
-func clone(ctx context.Context, r manifest.Repository, dir string) error {
+func clone(ctx context.Context, r manifest.Repository, dir, proxy string) error {
 	args := []string{"clone", "--quiet", "--branch", r.Branch}
+	var env []string
+	if proxy != "" {
+		// git's http.proxy beats the proxy variables; NO_PROXY would
+		// still bypass it, so those are blanked.
+		args = append([]string{"-c", "http.proxy=" + proxy}, args...)
+		env = []string{"NO_PROXY=", "no_proxy=", "HTTPS_PROXY=", "https_proxy=", "HTTP_PROXY=", "http_proxy=", "ALL_PROXY=", "all_proxy="}
+	}
 	if r.Commit == "" {
 		args = append(args, "--depth", "1")
 	}
-	if _, err := git(ctx, "", append(args, "--", r.URL, dir)...); err != nil {
+	if _, err := gitEnv(ctx, "", env, append(args, "--", r.URL, dir)...); err != nil {
 		return err
 	}
 	if r.Commit != "" {
@@ -140,7 +154,11 @@ func gitEnv(ctx context.Context, dir string, env []string, args ...string) ([]by
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, job.Errorf(job.CodeSnapshotFailed, "git %s: %s", args[0], strings.TrimSpace(errb.String())).With("git", args[0])
+		sub := args[0]
+		for i := 0; i+2 < len(args) && args[i] == "-c"; i += 2 {
+			sub = args[i+2]
+		}
+		return nil, job.Errorf(job.CodeSnapshotFailed, "git %s: %s", sub, strings.TrimSpace(errb.String())).With("git", sub)
 	}
 	return out.Bytes(), nil
 }

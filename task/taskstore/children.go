@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -114,8 +115,10 @@ func withinParent(parent, child *manifest.Task) error {
 	switch {
 	case child.Repository.URL != parent.Repository.URL:
 		return deny("repository.url", "a child task must use its parent's repository (%s); branches may differ", parent.Repository.URL)
-	case child.VM.NetworkMode != "isolated" && child.VM.NetworkMode != parent.VM.NetworkMode:
+	case child.Network() != job.NetworkDisabled && child.Network() != parent.Network():
 		return deny("vm.network_mode", "a child task cannot have network mode %q when its parent has %q", child.VM.NetworkMode, parent.VM.NetworkMode)
+	case child.Network() == job.NetworkAllowlist && len(outsideParent(child, parent)) > 0:
+		return deny("vm.allowed_hosts", "a child task can only reach hosts its parent may reach (not %v)", outsideParent(child, parent))
 	case child.VM.CPUs > parent.VM.CPUs:
 		return deny("vm.cpus", "a child task cannot have more CPUs (%d) than its parent (%d)", child.VM.CPUs, parent.VM.CPUs)
 	case child.MemoryBytes() > parent.MemoryBytes():
@@ -203,4 +206,14 @@ func (s *Store) release(parentID string) {
 	s.waiting[parentID] = q[1:]
 	s.mu.Unlock()
 	s.start(next.t, next.doc)
+}
+
+// outsideParent lists the child's allowed hosts its parent's do not cover.
+func outsideParent(child, parent *manifest.Task) []egress.Rule {
+	c, err := child.AllowedHosts()
+	if err != nil {
+		return nil
+	}
+	p, _ := parent.AllowedHosts()
+	return egress.Within(c, p)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/state"
@@ -33,12 +34,15 @@ func record(t *testing.T, s *Store, id, parent, doc string) {
 // ask for: inheritance of unset limits, refusal of anything beyond the
 // parent, and the nesting depth.
 func TestChildPolicy(t *testing.T) {
-	s, err := New(t.TempDir(), lifecycle.Config{})
+	g, _ := egress.New(egress.Config{})
+	ceiling, _ := egress.ParseRules([]string{"*.example.com", "*.npmjs.org", "evil.example"})
+	s, err := New(t.TempDir(), lifecycle.Config{Egress: &egress.Operator{Gateway: g, Ceiling: ceiling}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	record(t, s, "p", "", string(childDoc("p", "vm: {cpus: 2, memory: 1G}\nlifecycle: {timeout: 2h}\nsecrets: [{name: K, source: env, key: K}]\nchildren: {max_concurrent: 2}\n")))
 	record(t, s, "plain", "", string(childDoc("plain", "")))
+	record(t, s, "net", "", string(childDoc("net", "vm: {network_mode: outbound, allowed_hosts: [api.example.com, \"*.npmjs.org\"]}\nchildren: {}\n")))
 	for _, tc := range []struct {
 		name, parent, extra string
 		code                job.Code
@@ -49,6 +53,8 @@ func TestChildPolicy(t *testing.T) {
 		{"more memory", "p", "vm: {memory: 2G}\n", job.CodeForbidden},
 		{"longer", "p", "lifecycle: {timeout: 3h}\n", job.CodeForbidden},
 		{"egress", "p", "vm: {network_mode: full}\n", job.CodeForbidden},
+		{"parents hosts narrowed", "net", "vm: {network_mode: outbound, allowed_hosts: [registry.npmjs.org]}\n", ""},
+		{"hosts beyond the parents", "net", "vm: {network_mode: outbound, allowed_hosts: [api.example.com, evil.example]}\n", job.CodeForbidden},
 		{"other secret", "p", "secrets: [{name: K, source: env, key: HOME}]\n", job.CodeForbidden},
 		{"other repo", "p", "", job.CodeForbidden},
 		{"other parent", "p", "parent_id: plain\n", job.CodeForbidden},
