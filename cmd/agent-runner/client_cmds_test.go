@@ -21,7 +21,14 @@ import (
 // it answers; it is stopped with SIGTERM at cleanup.
 func startServe(t *testing.T, addr string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startServeEnv(t, addr, nil, args...)
+}
+
+// startServeEnv is startServe with env added to the server's environment.
+func startServeEnv(t *testing.T, addr string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr, "--log-level", "warn", "--workspace-root", os.TempDir()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

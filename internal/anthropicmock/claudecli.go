@@ -73,6 +73,10 @@ func CLI(ctx context.Context, version string) ([]string, error) {
 	if _, err := resolveCLI(tmp); err != nil {
 		return nil, err
 	}
+	// MkdirTemp made it 0700; a sandbox's uid must reach the CLI.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("anthropicmock: cache: %w", err)
+	}
 	if argv, err := resolveCLI(dir); err == nil {
 		return argv, nil // another caller finished first
 	}

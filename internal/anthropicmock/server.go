@@ -30,6 +30,11 @@ type Config struct {
 	// Authorization: Bearer); others get 401 authentication_error, as from
 	// the real API. Empty accepts any request.
 	APIKey string
+	// Listen is the TCP address to serve on; "127.0.0.1:0" when empty.
+	// An end-to-end test that pins api.anthropic.com:443 to a loopback
+	// address (the gateway's --egress-resolve keeps the port) listens on
+	// that address's port 443.
+	Listen string
 }
 
 // Request is one request the server received.
@@ -67,7 +72,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := cfg.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("anthropicmock: listen: %w", err)
 	}
