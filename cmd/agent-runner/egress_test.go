@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
 // TestEgressAllowlistThroughTheCLI runs sandboxed jobs with network
@@ -29,7 +31,20 @@ func TestEgressAllowlistThroughTheCLI(t *testing.T) {
 	if err != nil {
 		t.Skip("curl is not installed (scripts/test installs it)")
 	}
+	// The plain upstream also serves a git repository over smart HTTP.
+	origin := tasktest.Origin(t, map[string]string{"remote.txt": "from the remote repository\n"})
+	bare := filepath.Join(filepath.Dir(origin), "repo.git")
+	for _, args := range [][]string{{"clone", "--quiet", "--bare", origin, bare}} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	gitServer := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1"}}
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/repo.git/") {
+			gitServer.ServeHTTP(w, r)
+			return
+		}
 		fmt.Fprintf(w, "plain upstream saw %s", r.Host)
 	}))
 	defer plain.Close()
@@ -72,6 +87,8 @@ def fronted():
 show("fronting", fronted)
 r = subprocess.run(["%[3]s", "-sS", "-k", "https://api.example.com:%[2]d/y"], capture_output=True, text=True)
 print("tunnel", r.returncode, r.stdout)
+r = subprocess.run(["git", "clone", "--quiet", "http://plain.example.com:%[1]d/repo.git", "/tmp/clone"], capture_output=True, text=True)
+print("git", r.returncode, r.stderr.strip(), open("/tmp/clone/remote.txt").read().strip() if r.returncode == 0 else "")
 `, plainPort, tlsPort, curl)
 	os.WriteFile(filepath.Join(ws, "probe.py"), []byte(script), 0o644)
 	body := func(hosts string) string {
@@ -106,6 +123,7 @@ print("tunnel", r.returncode, r.stdout)
 		"direct FAIL", "dns FAIL",
 		"fronting FAIL",
 		fmt.Sprintf("tunnel 0 tls upstream saw api.example.com:%d", tlsPort),
+		"git 0  from the remote repository",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("workload output lacks %q:\n%s%s", want, got, res.Stderr.Text)
