@@ -187,7 +187,10 @@ func capText(o job.Output) (string, bool) {
 func (g *Gateway) jobRequest(ctx context.Context, pc manifest.PinnedCommand, dir string, argv []string, env map[string]string, kind string) job.Request {
 	p := g.policy
 	network := job.NetworkDisabled
-	if p.Network {
+	switch {
+	case len(p.NetworkHosts) > 0:
+		network = job.NetworkAllowlist
+	case p.Network:
 		network = job.NetworkHost
 	}
 	timeout := p.Limits.MaxRuntime()
@@ -200,6 +203,7 @@ func (g *Gateway) jobRequest(ctx context.Context, pc manifest.PinnedCommand, dir
 		Policy: job.Policy{
 			AllowedCommands: []job.CommandRule{{Basename: pc.Basename, Path: pc.Path, SHA256: pc.SHA256}},
 			Network:         network,
+			AllowedHosts:    p.NetworkHosts,
 		},
 		Limits:  job.Limits{TimeoutMS: max(timeout.Milliseconds(), 1000), MemoryMB: p.Limits.MaxMemoryMB},
 		Backend: job.BackendSpec{Kind: kind},

@@ -167,3 +167,35 @@ func TestSubprocessThroughRunner(t *testing.T) {
 		t.Errorf("git_status = %+v, want branch main and untracked new.txt", res)
 	}
 }
+
+// A manifest's capabilities.network_hosts make its subprocess jobs
+// "allowlist" jobs to those hosts (the runner then holds them to the
+// operator's ceiling); network: true alone asks for the host's network.
+func TestNetworkHostsBecomeAnAllowlist(t *testing.T) {
+	for _, tt := range []struct {
+		caps, network string
+		hosts         []string
+	}{
+		{"", job.NetworkDisabled, nil},
+		{"  network: true\n", job.NetworkHost, nil},
+		{"  network_hosts: [pypi.org, \"*.pythonhosted.org\"]\n", job.NetworkAllowlist, []string{"pypi.org", "*.pythonhosted.org"}},
+	} {
+		dir := t.TempDir()
+		must(t, os.MkdirAll(filepath.Join(dir, "crate"), 0o755))
+		p := compile(t, dir, `name: tester
+capabilities:
+  tools: [run_tests]
+  filesystem: {read: [crate]}
+  commands: {allow: [/bin/echo]}
+`+tt.caps+`limits: {max_runtime_seconds: 60}
+`)
+		fj := &fakeJobs{res: job.Result{JobID: "job_1", Status: job.StatusCompleted}}
+		g := New(p, nil, fj, WithCwd(dir), WithBackend(BackendLocal))
+		if _, err := g.Invoke(context.Background(), "run_tests", json.RawMessage(`{"command":"/bin/echo","working_directory":"crate"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if got := fj.runs[0].Policy; got.Network != tt.network || !cmp.Equal(got.AllowedHosts, tt.hosts, cmpopts.EquateEmpty()) {
+			t.Errorf("capabilities %q: job network %q hosts %q, want %q %q", tt.caps, got.Network, got.AllowedHosts, tt.network, tt.hosts)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/agent-runner/agent-runner/agent/audit"
 	"github.com/agent-runner/agent-runner/agent/gateway"
 	"github.com/agent-runner/agent-runner/agent/manifest"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 )
@@ -48,7 +49,11 @@ type Options struct {
 	// linux_sandbox; see gateway.WithBackend). When it is unavailable
 	// those tools fail with backend.unavailable.
 	Backend string
-	Logger  *slog.Logger
+	// Egress and AllowHostNetwork are the operator's network settings for
+	// subprocess tools (capabilities.network_hosts, capabilities.network).
+	Egress           *egress.Operator
+	AllowHostNetwork bool
+	Logger           *slog.Logger
 	// Now and NewID are replaceable for golden tests.
 	Now   func() time.Time
 	NewID func() string
@@ -139,7 +144,7 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 	s.Audit.SetClock(o.Now)
 	jobs := o.Jobs
 	if jobs == nil {
-		jobs = &lazyRunner{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger}}
+		jobs = &lazyRunner{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger, Egress: o.Egress, AllowHostNetwork: o.AllowHostNetwork}}
 	}
 	s.Gateway = gateway.New(p, s.Audit, jobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
 	pol, _ := json.Marshal(p)

@@ -38,7 +38,12 @@ type Capabilities struct {
 	Filesystem Filesystem `json:"filesystem" yaml:"filesystem"`
 	Commands   Commands   `json:"commands" yaml:"commands"`
 	Network    bool       `json:"network" yaml:"network"`
-	Git        bool       `json:"git" yaml:"git"`
+	// NetworkHosts (an agent-runner extension) narrows network to these
+	// hosts, reached through the egress gateway ("allowlist", within the
+	// operator's ceiling); network: true without it is the host's network,
+	// which the operator must enable (docs/egress.md).
+	NetworkHosts []string `json:"network_hosts,omitempty" yaml:"network_hosts"`
+	Git          bool     `json:"git" yaml:"git"`
 }
 
 // Filesystem lists the read and write roots (relative to the base

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -49,9 +50,12 @@ type Policy struct {
 	WriteRoots []string        `json:"write_roots"`
 	Commands   []PinnedCommand `json:"commands"`
 	Network    bool            `json:"network"`
-	Git        bool            `json:"git"`
-	Limits     CompiledLimits  `json:"limits"`
-	Output     Output          `json:"output"`
+	// NetworkHosts are egress rules: jobs reach only these hosts, through
+	// the gateway (capabilities.network_hosts).
+	NetworkHosts []string       `json:"network_hosts,omitempty"`
+	Git          bool           `json:"git"`
+	Limits       CompiledLimits `json:"limits"`
+	Output       Output         `json:"output"`
 	// Warnings are grants that compile but cannot be used as written.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -106,6 +110,16 @@ func Compile(m *Manifest, baseDir string) (*Policy, error) {
 	}
 	p := &Policy{Name: m.Name, Network: m.Capabilities.Network, Git: m.Capabilities.Git, Output: m.Output,
 		Tools: []string{}, ReadRoots: []string{}, WriteRoots: []string{}, Commands: []PinnedCommand{}}
+	if hosts := m.Capabilities.NetworkHosts; len(hosts) > 0 {
+		rules, err := egress.ParseRules(hosts)
+		if err != nil {
+			return nil, invalid("capabilities.network_hosts", "%v", err)
+		}
+		for _, r := range rules {
+			p.NetworkHosts = append(p.NetworkHosts, r.String())
+		}
+		p.Network = true
+	}
 	for i, t := range m.Capabilities.Tools {
 		if !slices.Contains(KnownTools, t) {
 			return nil, invalid("capabilities.tools", "unknown tool %q (known: %s)", t, strings.Join(KnownTools, ", ")).With("index", i)

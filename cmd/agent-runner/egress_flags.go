@@ -32,40 +32,48 @@ func (f *egressFlags) register(fs *pflag.FlagSet) {
 // runnerConfig fills the runner's egress settings. Without --egress-allow
 // there is no gateway and "allowlist" requests are refused.
 func (f *egressFlags) runnerConfig(cfg *runner.Config, log *slog.Logger, reg prometheus.Registerer) error {
-	cfg.AllowHostNetwork = f.allowHost
+	op, err := f.operator(log, reg)
+	if err != nil {
+		return err
+	}
+	cfg.AllowHostNetwork, cfg.Egress = f.allowHost, op
+	return nil
+}
+
+// operator builds the gateway and ceiling, or nil without --egress-allow.
+func (f *egressFlags) operator(log *slog.Logger, reg prometheus.Registerer) (*egress.Operator, error) {
 	if len(f.allow) == 0 {
 		if len(f.resolve) > 0 || f.upstreamCA != "" {
-			return usageError{fmt.Errorf("--egress-resolve and --egress-upstream-ca need --egress-allow")}
+			return nil, usageError{fmt.Errorf("--egress-resolve and --egress-upstream-ca need --egress-allow")}
 		}
-		return nil
+		return nil, nil
 	}
 	ceiling, err := egress.ParseRules(f.allow)
 	if err != nil {
-		return usageError{fmt.Errorf("--egress-allow: %w", err)}
+		return nil, usageError{fmt.Errorf("--egress-allow: %w", err)}
 	}
 	pins, err := egress.ParseResolve(f.resolve)
 	if err != nil {
-		return usageError{fmt.Errorf("--egress-resolve: %w", err)}
+		return nil, usageError{fmt.Errorf("--egress-resolve: %w", err)}
 	}
 	gc := egress.Config{Resolve: pins, Metrics: reg, Logger: log}
 	if f.upstreamCA != "" {
 		pem, err := os.ReadFile(f.upstreamCA)
 		if err != nil {
-			return usageError{fmt.Errorf("--egress-upstream-ca: %w", err)}
+			return nil, usageError{fmt.Errorf("--egress-upstream-ca: %w", err)}
 		}
 		pool, err := x509.SystemCertPool()
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return usageError{fmt.Errorf("--egress-upstream-ca %s: no PEM certificate", f.upstreamCA)}
+			return nil, usageError{fmt.Errorf("--egress-upstream-ca %s: no PEM certificate", f.upstreamCA)}
 		}
 		gc.UpstreamRoots = pool
 	}
 	g, err := egress.New(gc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.Egress = &egress.Operator{Gateway: g, Ceiling: ceiling}
-	return nil
+	return &egress.Operator{Gateway: g, Ceiling: ceiling}, nil
 }

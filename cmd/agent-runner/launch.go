@@ -11,6 +11,7 @@ import (
 func init() {
 	var manifestPath, taskPath, runsDir, backendKind string
 	var asJSON, unsafeLocal bool
+	var network egressFlags
 	cmd := &cobra.Command{
 		Use:   "launch --manifest FILE --task FILE [--runs-dir runs]",
 		Short: "Run a scripted agent task under its manifest's compiled policy",
@@ -24,7 +25,11 @@ func init() {
 			if err != nil {
 				return err
 			}
-			sum, err := launch.Scripted(cmd.Context(), manifestPath, task, launch.Options{RunsDir: runsDir, Backend: kind})
+			opts, err := toolOptions(runsDir, kind, &network)
+			if err != nil {
+				return err
+			}
+			sum, err := launch.Scripted(cmd.Context(), manifestPath, task, opts)
 			if err != nil {
 				return err
 			}
@@ -35,7 +40,7 @@ func init() {
 	cmd.Flags().StringVar(&taskPath, "task", "", "task file (JSON, or YAML by extension)")
 	cmd.Flags().StringVar(&runsDir, "runs-dir", "runs", "directory for run directories")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json instead of text")
-	addToolBackendFlags(cmd, &backendKind, &unsafeLocal)
+	addToolBackendFlags(cmd, &backendKind, &unsafeLocal, &network)
 	cmd.MarkFlagRequired("manifest")
 	cmd.MarkFlagRequired("task")
 	rootCmd.AddCommand(cmd)
@@ -44,9 +49,20 @@ func init() {
 // addToolBackendFlags adds --backend and --unsafe-local-process: the
 // backend the gateway's subprocess tools run on. A tool call fails with
 // backend.unavailable when it cannot start; there is no fallback.
-func addToolBackendFlags(cmd *cobra.Command, kind *string, unsafeLocal *bool) {
+func addToolBackendFlags(cmd *cobra.Command, kind *string, unsafeLocal *bool, network *egressFlags) {
 	cmd.Flags().StringVar(kind, "backend", isolatingDefault, "backend subprocess tools (run_tests, git_status) run on; a call fails backend.unavailable when it cannot start")
 	cmd.Flags().BoolVar(unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
+	network.register(cmd.Flags())
+}
+
+// toolOptions are a capability session's launch options: its backend and
+// the operator's network settings for subprocess tools.
+func toolOptions(runsDir, kind string, network *egressFlags) (launch.Options, error) {
+	op, err := network.operator(nil, nil)
+	if err != nil {
+		return launch.Options{}, err
+	}
+	return launch.Options{RunsDir: runsDir, Backend: kind, Egress: op, AllowHostNetwork: network.allowHost}, nil
 }
 
 // printRunSummary prints a run's outcome (shared by launch and run-agent).

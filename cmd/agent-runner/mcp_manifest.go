@@ -15,15 +15,21 @@ import (
 // (audit.jsonl, summary.json) is written under --runs-dir.
 func init() {
 	var runsDir string
+	var network egressFlags
 	for _, c := range rootCmd.Commands() {
 		if c.Name() == "mcp" {
 			c.Flags().StringVar(&runsDir, "runs-dir", "runs", "with --manifest: directory for the run's audit and summary")
+			network.register(c.Flags())
 		}
 	}
 	mcpManifest = func(cmd *cobra.Command, manifest, backend string) error {
 		ctx, stop := signalContext()
 		defer stop()
-		sess, err := launch.Open(ctx, manifest, "mcp", launch.Options{RunsDir: runsDir, Backend: backend})
+		opts, err := toolOptions(runsDir, backend, &network)
+		if err != nil {
+			return err
+		}
+		sess, err := launch.Open(ctx, manifest, "mcp", opts)
 		if err != nil {
 			return err
 		}

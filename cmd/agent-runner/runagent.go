@@ -18,6 +18,7 @@ type runAgentFlags struct {
 	backend                            string
 	maxTokens                          int
 	asJSON, unsafeLocal                bool
+	network                            egressFlags
 }
 
 func init() {
@@ -56,7 +57,11 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := launch.Open(cmd.Context(), f.manifest, "agent:"+f.model, launch.Options{RunsDir: f.runsDir, Backend: kind})
+			opts, err := toolOptions(f.runsDir, kind, &f.network)
+			if err != nil {
+				return err
+			}
+			s, err := launch.Open(cmd.Context(), f.manifest, "agent:"+f.model, opts)
 			if err != nil {
 				return err
 			}
@@ -77,7 +82,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 	fl.StringVar(&f.runsDir, "runs-dir", "runs", "directory for run directories")
 	fl.BoolVar(&f.asJSON, "json", false, "print summary.json instead of text")
 	fl.StringVar(&f.mockDir, "mock-dir", "", "directory the mock model inspects (default: the manifest's first read root)")
-	addToolBackendFlags(cmd, &f.backend, &f.unsafeLocal)
+	addToolBackendFlags(cmd, &f.backend, &f.unsafeLocal, &f.network)
 	if fixedModel == "" {
 		fl.StringVar(&f.model, "model", "mock", "model client: mock, openai or anthropic")
 		fl.StringVar(&f.modelName, "model-name", "", "model id (default $OPENAI_MODEL or $ANTHROPIC_MODEL)")
