@@ -42,6 +42,10 @@ type Capabilities struct {
 	// NetworkModes lists the policy.network values it accepts; empty means
 	// it only records the intent (any mode accepted, nothing enforced).
 	NetworkModes []string
+	// Binds is true when the backend honours Spec.Binds (the request's
+	// workspace.readonly_mounts and workspace.caches); the runner refuses
+	// those fields for a backend without it.
+	Binds bool
 }
 
 // Spec is everything a backend needs to run one job. Paths are host paths.
@@ -63,6 +67,11 @@ type Spec struct {
 	// Writable lists extra host directories made visible read-write at the
 	// same path (the agent gateway's write roots, a task's inbox).
 	Writable []string
+	// Binds are host directories made visible at another path: a
+	// caller's installed dependencies read-only inside the workspace, a
+	// runner-managed build cache read-write on the sandbox's root. A
+	// backend without Capabilities.Binds refuses a Spec that has any.
+	Binds []Bind
 	// Network is the policy network mode: "disabled" (only lo),
 	// "allowlist" (only through Egress) or "host".
 	Network string
@@ -122,6 +131,23 @@ func ProxyEnv(caPath string) []string {
 		}
 	}
 	return env
+}
+
+// Bind is one directory bound into the sandbox.
+type Bind struct {
+	// Source is the host directory.
+	Source string
+	// Target is where it appears: relative to the workspace root
+	// ("node_modules" is /workspace/node_modules, bound over the snapshot
+	// or an overlay's merged view), or absolute ("/cache/go-build", a
+	// mount point the backend creates on the sandbox's own root).
+	Target string
+	// ReadOnly binds it read-only. A writable bind is a directory the
+	// runner keeps across runs (a build cache) whose files every later
+	// run must be able to change, whatever uid it runs as: a backend that
+	// runs workloads under varying host uids makes it writable for each
+	// (linux_sandbox: an idmapped mount over one reserved on-disk owner).
+	ReadOnly bool
 }
 
 // Usage is a live resource sample of a running Spec.

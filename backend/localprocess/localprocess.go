@@ -57,6 +57,13 @@ func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, err
 	if spec.Workspace.Overlay() {
 		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot mount an overlay snapshot; use snapshot_strategy copy")
 	}
+	if len(spec.Binds) > 0 {
+		// A symlink would let the workload write through a "read-only"
+		// mount, and a cache shared by jobs of the runner's own user is no
+		// boundary at all: refuse rather than pretend.
+		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot bind directories (workspace.readonly_mounts, workspace.caches); use linux_sandbox").
+			With("binds", len(spec.Binds))
+	}
 	if len(spec.Argv) == 0 {
 		return out, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
 	}
