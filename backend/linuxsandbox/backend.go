@@ -76,7 +76,7 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if cgroupsWritable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
-	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true}
+	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true, Binds: true}
 }
 
 // Run implements backend.Backend.
@@ -124,11 +124,15 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		}
 		os.Chmod(root, 0o755)
 	}
+	mounts, err := initBinds(spec.Binds, slot)
+	if err != nil {
+		return out, err
+	}
 	cfg := initConfig{
 		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
-		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY,
+		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
 		LayerFD:     slot != nil && spec.Workspace.Overlay(),
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
 	}
@@ -180,7 +184,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{cfgR, resW}
 	var layerSock *os.File
-	if cfg.LayerFD {
+	if cfg.LayerFD || hasFDBinds(cfg.Binds) {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			cfgR.Close()
@@ -252,7 +256,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		// them in the background instead of delaying the result.
 		defer func() { go cg.remove() }()
 	}
-	if layerSock != nil {
+	if cfg.LayerFD {
 		// Sent before the config: the init reads it while mounting.
 		if err := sendIdmappedLayer(layerSock, spec.Workspace.Lower, slot.base); err != nil {
 			cmd.Process.Kill()
@@ -261,6 +265,16 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 			started()
 			resR.Close()
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its overlay layer")
+		}
+	}
+	if layerSock != nil {
+		if err := sendBinds(layerSock, cfg.Binds, slot.base); err != nil {
+			cmd.Process.Kill()
+			cfgW.Close()
+			cmd.Wait()
+			started()
+			resR.Close()
+			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its writable binds")
 		}
 	}
 	// The init waits for its config, so it and everything it starts are

@@ -22,7 +22,9 @@ type initConfig struct {
 	Masked    []string `json:"masked"`    // files hidden behind an empty file
 	ReadOnly  []string `json:"read_only"`
 	Writable  []string `json:"writable"`
-	TmpBytes  int64    `json:"tmp_bytes"`
+	// Binds are the Spec's binds (binds.go), mounted after /tmp.
+	Binds    []bindMount `json:"binds,omitempty"`
+	TmpBytes int64       `json:"tmp_bytes"`
 	// TTY makes the workload a session leader with stdin (a terminal the
 	// runner allocated) as its controlling terminal.
 	TTY bool `json:"tty,omitempty"`

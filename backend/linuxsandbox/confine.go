@@ -60,6 +60,13 @@ func restrictLandlock(cfg initConfig) error {
 		}
 	}
 	rw := append([]string{WorkspaceMount, "/tmp", "/dev/shm", "/dev/pts"}, cfg.Writable...)
+	for _, b := range cfg.Binds {
+		if b.ReadOnly {
+			ro = append(ro, b.Target)
+		} else {
+			rw = append(rw, b.Target)
+		}
+	}
 	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
 	if cfg.TTY {
 		devices = append(devices, "/dev/console")

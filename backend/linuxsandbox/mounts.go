@@ -51,6 +51,9 @@ func buildRoot(cfg initConfig) error {
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
 	}
+	if err := mountBinds(root, cfg.Binds); err != nil {
+		return err
+	}
 	if cfg.EgressSocket != "" {
 		if err := bindEgress(root, cfg); err != nil {
 			return fmt.Errorf("egress bridge: %w", err)
