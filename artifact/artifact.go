@@ -1,8 +1,9 @@
 // Package artifact collects the files a job opted into with
 // policy.artifact_globs. Collection is defensive: only regular files are
 // taken (never through a symlink), protected paths and caller deny globs are
-// refused, count, per-file and total caps are enforced, and every accepted
-// file is copied into the run record with its SHA-256.
+// refused, files past the count, per-file and total caps are skipped (and
+// listed; the caps never change a job's verdict), and every accepted file
+// is copied into the run record with its SHA-256.
 package artifact
 
 import (
@@ -28,11 +29,12 @@ type Limits struct {
 	MaxBytes     int64
 }
 
-// Result is what collection produced: accepted artifacts and the reasons
-// other matches were refused.
+// Result is what collection produced: accepted artifacts, the reasons
+// other matches were refused, and the matches left out by the caps.
 type Result struct {
 	Artifacts []job.Artifact
 	Denied    []string
+	Skipped   []job.SkippedArtifact
 }
 
 // Collect matches globs against the job's workspace and copies accepted
@@ -42,8 +44,12 @@ type Result struct {
 // the layers, so they are walked and read through package safecopy:
 // fd-relative, never through a symlink in any component, regular files
 // only (a FIFO or device swapped in after the scan is refused, never
-// blocked on), and capped on the bytes read. A cap overflow returns a
-// policy.artifact_denied error together with what was collected.
+// blocked on), and capped on the bytes read.
+//
+// The caps select, they do not judge: in path order, a file that does not
+// fit the count, per-file or total cap still left is skipped and listed
+// in Result.Skipped, and collection goes on with the next. Only a failure
+// to read or write (run.artifact_collection_failed) is an error.
 func Collect(ctx context.Context, layers []string, globs, deny []string, lim Limits, destDir string) (Result, error) {
 	var res Result
 	res.Artifacts = []job.Artifact{}
@@ -64,9 +70,10 @@ func Collect(ctx context.Context, layers []string, globs, deny []string, lim Lim
 	if err != nil {
 		return res, job.Wrap(job.CodeArtifactFailed, err, "artifact scan failed")
 	}
-	var late []string
-	res.Artifacts, late, err = copyAll(ctx, roots, files, lim, destDir)
-	res.Denied = append(res.Denied, late...)
+	c := collection{roots: roots, lim: lim, destDir: destDir, artifacts: []job.Artifact{}}
+	err = c.copyAll(ctx, files)
+	res.Artifacts, res.Skipped = c.artifacts, c.skipped
+	res.Denied = append(res.Denied, c.denied...)
 	return res, err
 }
 
@@ -90,63 +97,84 @@ func openLayers(layers []string) ([]*safecopy.Root, error) {
 	return roots, nil
 }
 
-// copyAll copies the matched files into destDir within the caps and
-// returns what it copied, and the files refused because they stopped being
-// regular files (or started going through a symlink) after the scan.
-func copyAll(ctx context.Context, roots []*safecopy.Root, files []candidate, lim Limits, destDir string) ([]job.Artifact, []string, error) {
-	out := []job.Artifact{}
-	var denied []string
-	var total int64
+// collection is one Collect's copying state.
+type collection struct {
+	roots     []*safecopy.Root
+	lim       Limits
+	destDir   string
+	total     int64
+	artifacts []job.Artifact
+	// denied are files that stopped being regular files (or started going
+	// through a symlink) after the scan.
+	denied  []string
+	skipped []job.SkippedArtifact
+}
+
+// copyAll copies the matched files into destDir within the caps.
+func (c *collection) copyAll(ctx context.Context, files []candidate) error {
 	for _, f := range files {
 		if err := ctx.Err(); err != nil {
-			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
+			return job.Wrap(job.CodeArtifactFailed, err, "artifact collection canceled")
 		}
-		if lim.MaxCount > 0 && int64(len(out)) >= lim.MaxCount {
-			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact count exceeds max_artifact_count").
-				With("path", f.rel).With("limit", lim.MaxCount)
+		if err := c.copyOne(ctx, f); err != nil {
+			return err
 		}
-		if lim.MaxFileBytes > 0 && f.size > lim.MaxFileBytes {
-			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact exceeds max_artifact_file_bytes").
-				With("path", f.rel).With("limit", lim.MaxFileBytes).With("size_bytes", f.size)
-		}
-		if lim.MaxBytes > 0 && total+f.size > lim.MaxBytes {
-			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifacts exceed max_artifact_bytes").
-				With("path", f.rel).With("limit", lim.MaxBytes)
-		}
-		dest := filepath.Join(destDir, filepath.FromSlash(f.rel))
-		// A file can grow between the scan and the copy (a process the job
-		// left behind): never copy more than either cap still allows.
-		bound := safecopy.NoLimit
-		if lim.MaxFileBytes > 0 {
-			bound = lim.MaxFileBytes
-		}
-		if lim.MaxBytes > 0 && (bound < 0 || lim.MaxBytes-total < bound) {
-			bound = lim.MaxBytes - total
-		}
-		if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
-			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
-		}
-		c, err := roots[f.layer].CopyFile(ctx, f.rel, dest, 0o644, bound)
-		switch {
-		case errors.Is(err, safecopy.ErrTooLarge):
-			return out, denied, job.Errorf(job.CodeArtifactDenied, "artifact grew past its cap while it was copied").
-				With("path", f.rel).With("limit", bound)
-		case errors.Is(err, safecopy.ErrSymlink):
-			denied = append(denied, f.rel+": symlinks are never collected")
-			continue
-		case errors.Is(err, safecopy.ErrNotRegular):
-			denied = append(denied, f.rel+": not a regular file")
-			continue
-		case err != nil:
-			return out, denied, job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
-		}
-		total += c.Size
-		out = append(out, job.Artifact{
-			Path: f.rel, Kind: "file", SizeBytes: c.Size, SHA256: c.SHA256,
-			StorageURI: (&url.URL{Scheme: "file", Path: dest}).String(),
-		})
 	}
-	return out, denied, nil
+	return nil
+}
+
+// skip records f as left out by the cap named reason.
+func (c *collection) skip(f candidate, reason string, limit int64) {
+	c.skipped = append(c.skipped, job.SkippedArtifact{Path: f.rel, Reason: reason, SizeBytes: f.size, Limit: limit})
+}
+
+func (c *collection) copyOne(ctx context.Context, f candidate) error {
+	lim := c.lim
+	switch {
+	case lim.MaxCount > 0 && int64(len(c.artifacts)) >= lim.MaxCount:
+		c.skip(f, job.SkipMaxArtifactCount, lim.MaxCount)
+		return nil
+	case lim.MaxFileBytes > 0 && f.size > lim.MaxFileBytes:
+		c.skip(f, job.SkipMaxArtifactFileBytes, lim.MaxFileBytes)
+		return nil
+	case lim.MaxBytes > 0 && c.total+f.size > lim.MaxBytes:
+		c.skip(f, job.SkipMaxArtifactBytes, lim.MaxBytes)
+		return nil
+	}
+	dest := filepath.Join(c.destDir, filepath.FromSlash(f.rel))
+	// A file can grow between the scan and the copy (a process the job
+	// left behind): never copy more than either cap still allows.
+	bound := safecopy.NoLimit
+	if lim.MaxFileBytes > 0 {
+		bound = lim.MaxFileBytes
+	}
+	if lim.MaxBytes > 0 && (bound < 0 || lim.MaxBytes-c.total < bound) {
+		bound = lim.MaxBytes - c.total
+	}
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
+	}
+	cp, err := c.roots[f.layer].CopyFile(ctx, f.rel, dest, 0o644, bound)
+	switch {
+	case errors.Is(err, safecopy.ErrTooLarge):
+		// CopyFile left nothing at dest.
+		c.skip(f, job.SkipGrewPastCap, bound)
+		return nil
+	case errors.Is(err, safecopy.ErrSymlink):
+		c.denied = append(c.denied, f.rel+": symlinks are never collected")
+		return nil
+	case errors.Is(err, safecopy.ErrNotRegular):
+		c.denied = append(c.denied, f.rel+": not a regular file")
+		return nil
+	case err != nil:
+		return job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
+	}
+	c.total += cp.Size
+	c.artifacts = append(c.artifacts, job.Artifact{
+		Path: f.rel, Kind: "file", SizeBytes: cp.Size, SHA256: cp.SHA256,
+		StorageURI: (&url.URL{Scheme: "file", Path: dest}).String(),
+	})
+	return nil
 }
 
 // candidate is a matched regular file: its path in roots[layer] and its

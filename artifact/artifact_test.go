@@ -64,30 +64,44 @@ func TestCollectAcceptsAndRefuses(t *testing.T) {
 	}
 }
 
+// TestCollectCaps: the caps select what is collected and list the rest;
+// they are never an error (a passing run with a large report stayed
+// policy_denied before).
 func TestCollectCaps(t *testing.T) {
-	ws := workspace(t, map[string]string{"a.out": "12345", "b.out": "12345", "c.out": "12345"})
+	ws := workspace(t, map[string]string{"a.out": "12345", "b.out": "1234567", "c.out": "12345"})
 	tests := []struct {
-		name string
-		lim  Limits
-		want int // artifacts collected before the error
+		name    string
+		lim     Limits
+		want    []string
+		skipped []job.SkippedArtifact
 	}{
-		{"count", Limits{MaxCount: 2}, 2},
-		{"per file", Limits{MaxFileBytes: 4}, 0},
-		{"total", Limits{MaxBytes: 12}, 2},
+		{"count", Limits{MaxCount: 2}, []string{"a.out", "b.out"},
+			[]job.SkippedArtifact{{Path: "c.out", Reason: job.SkipMaxArtifactCount, SizeBytes: 5, Limit: 2}}},
+		{"per file", Limits{MaxFileBytes: 5}, []string{"a.out", "c.out"},
+			[]job.SkippedArtifact{{Path: "b.out", Reason: job.SkipMaxArtifactFileBytes, SizeBytes: 7, Limit: 5}}},
+		{"total: a smaller file after a skipped one still fits", Limits{MaxBytes: 11}, []string{"a.out", "c.out"},
+			[]job.SkippedArtifact{{Path: "b.out", Reason: job.SkipMaxArtifactBytes, SizeBytes: 7, Limit: 11}}},
+		{"exactly at the caps", Limits{MaxCount: 3, MaxFileBytes: 7, MaxBytes: 17}, []string{"a.out", "b.out", "c.out"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := Collect(context.Background(), []string{ws}, []string{"*.out"}, nil, tt.lim, t.TempDir())
-			if job.CodeOf(err) != job.CodeArtifactDenied {
-				t.Fatalf("error = %v, want %s", err, job.CodeArtifactDenied)
+			dest := t.TempDir()
+			res, err := Collect(context.Background(), []string{ws}, []string{"*.out"}, nil, tt.lim, dest)
+			if err != nil {
+				t.Fatalf("Collect = %v, want no error", err)
 			}
-			if len(res.Artifacts) != tt.want {
-				t.Errorf("collected %d, want %d", len(res.Artifacts), tt.want)
+			if diff := cmp.Diff(tt.want, paths(res.Artifacts)); diff != "" {
+				t.Errorf("collected (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.skipped, res.Skipped); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
+			}
+			for _, s := range res.Skipped {
+				if _, err := os.Stat(filepath.Join(dest, s.Path)); err == nil {
+					t.Errorf("skipped %s is in the run record", s.Path)
+				}
 			}
 		})
-	}
-	if res, err := Collect(context.Background(), []string{ws}, []string{"*.out"}, nil, Limits{MaxCount: 3, MaxFileBytes: 5, MaxBytes: 15}, t.TempDir()); err != nil || len(res.Artifacts) != 3 {
-		t.Errorf("exactly at the caps: %d artifacts, %v", len(res.Artifacts), err)
 	}
 }
 
@@ -131,13 +145,14 @@ func TestCollectLayers(t *testing.T) {
 // nor the total cap may be passed, and nothing partial stays behind.
 func TestCopyFileThatGrew(t *testing.T) {
 	tests := []struct {
-		name string
-		lim  Limits
-		want []string // collected before the denial
+		name  string
+		lim   Limits
+		want  []string // collected
+		limit int64    // the cap b.out grew past
 	}{
-		{"per-file cap", Limits{MaxFileBytes: 10}, []string{"a.out"}},
-		{"total cap", Limits{MaxBytes: 15}, []string{"a.out"}},
-		{"total cap already spent", Limits{MaxBytes: 5}, []string{"a.out"}},
+		{"per-file cap", Limits{MaxFileBytes: 10}, []string{"a.out"}, 10},
+		{"total cap", Limits{MaxBytes: 15}, []string{"a.out"}, 10},
+		{"total cap already spent", Limits{MaxBytes: 5}, []string{"a.out"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -148,12 +163,16 @@ func TestCopyFileThatGrew(t *testing.T) {
 				t.Fatal(err)
 			}
 			dest := t.TempDir()
-			got, _, err := copyAll(context.Background(), roots, files, tt.lim, dest)
-			if job.CodeOf(err) != job.CodeArtifactDenied {
-				t.Fatalf("error = %v, want %s", err, job.CodeArtifactDenied)
+			c, err := copyAll(context.Background(), roots, files, tt.lim, dest)
+			if err != nil {
+				t.Fatalf("copy = %v, want no error (the grown file is skipped)", err)
 			}
-			if diff := cmp.Diff(tt.want, paths(got)); diff != "" {
+			if diff := cmp.Diff(tt.want, paths(c.artifacts)); diff != "" {
 				t.Errorf("collected (-want +got):\n%s", diff)
+			}
+			want := []job.SkippedArtifact{{Path: "b.out", Reason: job.SkipGrewPastCap, Limit: tt.limit}}
+			if diff := cmp.Diff(want, c.skipped); diff != "" {
+				t.Errorf("skipped (-want +got):\n%s", diff)
 			}
 			if _, err := os.Stat(filepath.Join(dest, "b.out")); err == nil {
 				t.Error("a partial copy of the grown file was left in the run record")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,10 +81,10 @@ func TestCollectSkipsSpecialFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	within(t, func() {
-		_, err = Collect(context.Background(), []string{ws}, []string{"out/sparse.txt"}, nil, Limits{MaxFileBytes: 1 << 20}, dest)
+		res, err = Collect(context.Background(), []string{ws}, []string{"out/sparse.txt"}, nil, Limits{MaxFileBytes: 1 << 20}, dest)
 	})
-	if got, want := job.CodeOf(err), job.CodeArtifactDenied; got != want {
-		t.Errorf("sparse 8 GiB artifact: error %v, want %s", err, want)
+	if err != nil || len(res.Skipped) != 1 || res.Skipped[0].Reason != job.SkipMaxArtifactFileBytes {
+		t.Errorf("sparse 8 GiB artifact: skipped %+v, error %v; want it skipped for %s", res.Skipped, err, job.SkipMaxArtifactFileBytes)
 	}
 	if fi, err := os.Stat(filepath.Join(dest, "out", "sparse.txt")); err == nil {
 		t.Errorf("a %d-byte copy of the sparse file is in the run record", fi.Size())
@@ -116,19 +115,19 @@ func TestCopyRefusesSwapsAfterTheScan(t *testing.T) {
 	}
 	dest := t.TempDir()
 	var (
-		got    []job.Artifact
-		denied []string
-		err    error
+		c   *collection
+		err error
 	)
 	within(t, func() {
-		got, denied, err = copyAll(context.Background(), roots, files, Limits{MaxFileBytes: 1 << 20}, dest)
+		c, err = copyAll(context.Background(), roots, files, Limits{MaxFileBytes: 1 << 20}, dest)
 	})
-	if code := job.CodeOf(err); code != job.CodeArtifactDenied || !strings.Contains(err.Error(), "grew past its cap") {
-		t.Errorf("copy of a file grown to 8 GiB = %v, want %s for growing past its cap", err, job.CodeArtifactDenied)
+	if err != nil || len(c.skipped) != 1 || c.skipped[0].Reason != job.SkipGrewPastCap {
+		t.Errorf("copy of a file grown to 8 GiB: skipped %+v, error %v; want it skipped for %s", c.skipped, err, job.SkipGrewPastCap)
 	}
-	if len(got) != 0 {
-		t.Errorf("collected %v, want nothing", paths(got))
+	if len(c.artifacts) != 0 {
+		t.Errorf("collected %v, want nothing", paths(c.artifacts))
 	}
+	denied := c.denied
 	if diff := cmp.Diff([]string{"a.out: not a regular file", "d/x.out: symlinks are never collected"}, denied); diff != "" {
 		t.Errorf("denied (-want +got):\n%s", diff)
 	}
@@ -138,4 +137,10 @@ func TestCopyRefusesSwapsAfterTheScan(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// copyAll runs the copy stage alone on files scanned before.
+func copyAll(ctx context.Context, roots []*safecopy.Root, files []candidate, lim Limits, dest string) (*collection, error) {
+	c := &collection{roots: roots, lim: lim, destDir: dest, artifacts: []job.Artifact{}}
+	return c, c.copyAll(ctx, files)
 }

@@ -24,6 +24,31 @@ type Result struct {
 	Usage       *Usage       `json:"usage,omitempty"`
 	Enforcement *Enforcement `json:"enforcement,omitempty"`
 	Attempt     int          `json:"attempt,omitempty"`
+	// ArtifactsSkipped are matched files left out because they did not
+	// fit the artifact caps; the job's status does not change.
+	ArtifactsSkipped []SkippedArtifact `json:"artifacts_skipped,omitempty"`
+}
+
+// Reasons an artifact was skipped: the limit it did not fit.
+const (
+	SkipMaxArtifactCount     = "max_artifact_count"
+	SkipMaxArtifactFileBytes = "max_artifact_file_bytes"
+	SkipMaxArtifactBytes     = "max_artifact_bytes"
+	// SkipMaxRunRecordBytes: the total artifact budget was smaller than
+	// max_artifact_bytes because output filled max_run_record_bytes.
+	SkipMaxRunRecordBytes = "max_run_record_bytes"
+	// SkipGrewPastCap: the file grew past what the caps still allowed
+	// while it was copied.
+	SkipGrewPastCap = "grew_past_cap"
+)
+
+// SkippedArtifact is a matched file that was not collected.
+type SkippedArtifact struct {
+	Path      string `json:"path"`
+	Reason    string `json:"reason"`
+	SizeBytes int64  `json:"size_bytes"`
+	// Limit is the cap it did not fit, in the unit of the reason.
+	Limit int64 `json:"limit"`
 }
 
 // CommandEcho repeats the argv and cwd that ran.
@@ -59,6 +84,10 @@ type Replay struct {
 	RequestSHA256           string `json:"request_sha256"`
 	WorkspaceSnapshotSHA256 string `json:"workspace_snapshot_sha256"`
 	ResultSHA256            string `json:"result_sha256"`
+	// ReadOnlyMountsSHA256 identifies the state of the request's
+	// readonly_mounts (not part of the snapshot): paths, file kinds, sizes
+	// and modification times, not contents. Extension.
+	ReadOnlyMountsSHA256 string `json:"readonly_mounts_sha256,omitempty"`
 }
 
 // Decision is the policy outcome.

@@ -254,7 +254,9 @@ func (e *execution) exitError(out backend.Outcome) error {
 	return nil
 }
 
-// artifacts collects opted-in files within the run-record budget.
+// artifacts collects opted-in files within the run-record budget. Files
+// past a cap are listed in artifacts_skipped and never change the
+// verdict; only a failure to collect does.
 func (e *execution) artifacts(ctx context.Context) error {
 	if len(e.req.Policy.ArtifactGlobs) == 0 {
 		return nil
@@ -269,6 +271,12 @@ func (e *execution) artifacts(ctx context.Context) error {
 	res, err := artifact.Collect(ctx, e.layers, e.req.Policy.ArtifactGlobs, e.req.Policy.ArtifactDenyGlobs,
 		artifact.Limits{MaxCount: l.MaxArtifactCount, MaxFileBytes: l.MaxArtifactFileBytes, MaxBytes: maxBytes}, dest)
 	e.res.Artifacts = res.Artifacts
+	for _, s := range res.Skipped {
+		if s.Reason == job.SkipMaxArtifactBytes && maxBytes < l.MaxArtifactBytes {
+			s.Reason = job.SkipMaxRunRecordBytes
+		}
+		e.res.ArtifactsSkipped = append(e.res.ArtifactsSkipped, s)
+	}
 	for _, d := range res.Denied {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, "artifact denied: "+d)
 	}

@@ -291,8 +291,11 @@ func TestRunRecordLimit(t *testing.T) {
 	req.Limits.MaxRunRecordBytes = 120_000
 	req.Policy.ArtifactGlobs = []string{"big.bin"}
 	res := f.run(req)
-	if res.Status != job.StatusPolicyDenied || code(res) != job.CodeArtifactDenied {
-		t.Errorf("status = %s %q, want policy_denied artifact_denied (artifact does not fit the record)", res.Status, code(res))
+	if res.Status != job.StatusCompleted || code(res) != "" {
+		t.Errorf("status = %s %q, want completed (an artifact that does not fit the record is skipped)", res.Status, code(res))
+	}
+	if len(res.ArtifactsSkipped) != 1 || res.ArtifactsSkipped[0].Path != "big.bin" || res.ArtifactsSkipped[0].Reason != job.SkipMaxRunRecordBytes {
+		t.Errorf("artifacts_skipped = %+v, want big.bin for %s", res.ArtifactsSkipped, job.SkipMaxRunRecordBytes)
 	}
 	var total int64
 	filepath.Walk(f.r.Store().RunDir(res.JobID), func(p string, fi os.FileInfo, err error) error {
