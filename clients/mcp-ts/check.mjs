@@ -16,6 +16,8 @@ const ws = mkdtempSync(join(root, "ts-ws-"));
 chmodSync(ws, 0o755);
 writeFileSync(join(ws, "greeting.txt"), "hello from typescript\n");
 const store = mkdtempSync(join(root, "ts-store-"));
+// `agent-runner mcp` runs jobs on linux_sandbox, whose uid must reach the store.
+chmodSync(store, 0o755);
 
 const transport = new StdioClientTransport({
   command: binary,
