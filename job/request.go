@@ -35,6 +35,20 @@ type Workspace struct {
 	SnapshotStrategy string   `json:"snapshot_strategy,omitempty"`
 	Include          []string `json:"include,omitempty"`
 	Exclude          []string `json:"exclude,omitempty"`
+	// ReadOnlyMounts are directories of the workspace (relative paths,
+	// "node_modules", ".venv") bound read-only at their place in the
+	// sandbox instead of copied: installed dependencies. Extension.
+	ReadOnlyMounts []string `json:"readonly_mounts,omitempty"`
+	// Caches are runner-managed directories kept across jobs by name and
+	// mounted read-write at an absolute path (build caches). Extension.
+	Caches []Cache `json:"caches,omitempty"`
+}
+
+// Cache is one persistent build cache of a job: <store>/caches/<Name>,
+// mounted read-write at Path inside the sandbox.
+type Cache struct {
+	Name string `json:"name"`
+	Path string `json:"path"`
 }
 
 // Command is the argv to execute, a cwd relative to the snapshot root and

@@ -391,3 +391,29 @@ func TestIncludeDirectoryMeansItsTree(t *testing.T) {
 		t.Errorf(`include ["src"] (-want +got):\n%s`, diff)
 	}
 }
+
+func TestSecret(t *testing.T) {
+	tests := []struct {
+		rel  string
+		want bool
+	}{
+		{"node_modules", false},
+		{"web/node_modules", false},
+		{".venv", false},
+		{"target", false},
+		{"src", false},
+		{".git", true},
+		{".ssh", true},
+		{"node_modules/.ssh", true},
+		{".cargo", true},
+		{".config/gcloud", true},
+		{"node_modules/x/.env", true},
+		{"node_modules/x/server.pem", true},
+		{"secrets/node_modules", true},
+	}
+	for _, tt := range tests {
+		if got := Secret(tt.rel); got != tt.want {
+			t.Errorf("Secret(%q) = %v, want %v", tt.rel, got, tt.want)
+		}
+	}
+}

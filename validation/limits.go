@@ -16,8 +16,19 @@ var DefaultLimits = job.Limits{
 	MemoryMB:             1024,
 	CPUCount:             2,
 	MaxProcesses:         256,
-	TmpMB:                256,
+	// TmpMB has no fixed default: see DefaultTmpMB.
 }
+
+// MinDefaultTmpMB is the smallest /tmp a job gets without asking.
+const MinDefaultTmpMB = 1024
+
+// DefaultTmpMB is the /tmp size of a job that sets neither limits.tmp_mb
+// nor a runner default: max(1024, memory_mb). Builds write their
+// temporaries there (go test links each test binary under /tmp), and a
+// tmpfs's pages are charged to the job's memory cgroup anyway, so /tmp
+// can never hold more than memory_mb in practice: past it the job is
+// OOM-killed (memory enforced) rather than told ENOSPC.
+func DefaultTmpMB(memoryMB int64) int64 { return max(MinDefaultTmpMB, memoryMB) }
 
 // DefaultMax are the runner maxima when none are configured.
 var DefaultMax = job.Limits{
@@ -72,6 +83,9 @@ func limits(l *job.Limits, cfg Config) error {
 			*v = *f.get(&cfg.Defaults)
 			if *v == 0 {
 				*v = *f.get(&DefaultLimits)
+			}
+			if *v == 0 && f.name == "tmp_mb" {
+				*v = DefaultTmpMB(l.MemoryMB) // memory_mb is filled first
 			}
 			if *v > max {
 				*v = max

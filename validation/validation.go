@@ -1,7 +1,8 @@
 // Package validation checks a decoded RunJobRequest before any work starts
 // and fills in defaults: shape, paths (cwd inside the snapshot, no escapes,
-// no odd bytes), glob syntax, limits within the runner's maxima, and a known
-// backend kind. Errors are *job.Error with validation.* codes.
+// no odd bytes; read-only mounts inside the workspace; cache names and
+// mount points), glob syntax, limits within the runner's maxima, and a
+// known backend kind. Errors are *job.Error with validation.* codes.
 package validation
 
 import (
@@ -110,7 +111,13 @@ func workspace(w *job.Workspace) error {
 	if err := globs("workspace.include", w.Include); err != nil {
 		return err
 	}
-	return globs("workspace.exclude", w.Exclude)
+	if err := globs("workspace.exclude", w.Exclude); err != nil {
+		return err
+	}
+	if err := readOnlyMounts(w); err != nil {
+		return err
+	}
+	return caches(w.Caches)
 }
 
 func command(c *job.Command) error {

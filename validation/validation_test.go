@@ -163,8 +163,12 @@ func TestEveryLimit(t *testing.T) {
 				if got := job.CodeOf(err); got != tt.want {
 					t.Fatalf("limits.%s = %d: %v, want %q", f.name, tt.v, err, tt.want)
 				}
-				if tt.v == 0 && *f.get(&r.Limits) != *f.get(&DefaultLimits) {
-					t.Errorf("limits.%s default = %d, want %d", f.name, *f.get(&r.Limits), *f.get(&DefaultLimits))
+				want := *f.get(&DefaultLimits)
+				if f.name == "tmp_mb" {
+					want = DefaultTmpMB(r.Limits.MemoryMB)
+				}
+				if tt.v == 0 && *f.get(&r.Limits) != want {
+					t.Errorf("limits.%s default = %d, want %d", f.name, *f.get(&r.Limits), want)
 				}
 			})
 		}
