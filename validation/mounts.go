@@ -4,11 +4,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/safepath"
 	"github.com/agent-runner/agent-runner/snapshot"
@@ -19,10 +19,6 @@ const (
 	MaxReadOnlyMounts = 16
 	MaxCaches         = 8
 )
-
-// cacheName is the rule for workspace.caches[].name: it names a directory
-// of the runner's store, so no slash, no dot first, bounded.
-var cacheName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // systemDirs are sandbox paths a cache may not cover or lie under: the
 // toolchain view, the kernel's and the sandbox's own mounts, and the
@@ -99,7 +95,7 @@ func caches(cs []job.Cache) error {
 		return invalid(field, "too many entries").With("max", MaxCaches)
 	}
 	for i, c := range cs {
-		if !cacheName.MatchString(c.Name) {
+		if !buildcache.ValidName(c.Name) {
 			return invalid(field, "name must match ^[a-z0-9][a-z0-9._-]{0,63}$").With("name", c.Name)
 		}
 		if err := cachePath(c.Path); err != nil {
