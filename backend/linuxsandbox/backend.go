@@ -41,13 +41,17 @@ const Kind = "linux_sandbox"
 // initArg0 marks a process started as the sandbox init.
 const initArg0 = "agent-runner-sandbox-init"
 
-func init() { backend.Register(New()) }
+func init() { backend.Register(registered) }
 
 // Backend is the linux_sandbox backend.
 type Backend struct {
-	// Toolchain and Masked configure the host view (runner configuration).
+	// Toolchain and Masked configure the host view (runner configuration);
+	// ReadOnly and Path are the operator's part of it (see Configure).
 	Toolchain []string
 	Masked    []string
+	ReadOnly  []string
+	Path      []string
+	viewMu    sync.RWMutex
 	// RequireCgroups refuses to run (backend.unavailable) when cgroup
 	// limits cannot be applied, instead of reporting them not enforced.
 	RequireCgroups bool
@@ -95,15 +99,7 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	default:
 		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
-	binds := append([]string{spec.Workspace.Dir, spec.Workspace.Lower, spec.Workspace.Upper, egressSocket, egressCA}, append(append([]string{}, spec.ReadOnly...), spec.Writable...)...)
-	for _, d := range binds {
-		if d == "" {
-			continue
-		}
-		if err := traversable(d); err != nil {
-			return out, err
-		}
-	}
+	toolchain, masked, viewRO := b.operatorView()
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -123,6 +119,9 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
+		if err := rootReachable(root); err != nil {
+			return out, err
+		}
 	}
 	mounts, err := initBinds(spec.Binds, slot)
 	if err != nil {
@@ -131,10 +130,13 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	cfg := initConfig{
 		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
-		Toolchain: b.Toolchain, Masked: b.Masked, ReadOnly: spec.ReadOnly, Writable: spec.Writable,
+		Toolchain: toolchain, Masked: masked, ReadOnly: append(append([]string{}, viewRO...), spec.ReadOnly...), Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
-		LayerFD:     slot != nil && spec.Workspace.Overlay(),
+		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
+	}
+	if err := checkHostMounts(cfg); err != nil {
+		return out, err
 	}
 	return b.start(ctx, spec, cfg, slot)
 }
@@ -184,7 +186,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{cfgR, resW}
 	var layerSock *os.File
-	if cfg.LayerFD || hasFDBinds(cfg.Binds) {
+	if cfg.LayerFD || cfg.BindFDs || hasFDBinds(cfg.Binds) {
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			cfgR.Close()
@@ -255,6 +257,17 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		// Exiting processes may keep the groups busy for a moment; remove
 		// them in the background instead of delaying the result.
 		defer func() { go cg.remove() }()
+	}
+	if cfg.BindFDs {
+		// First on the socket: the init takes them before the layer.
+		if err := sendHostMounts(layerSock, cfg.hostMounts()); err != nil {
+			cmd.Process.Kill()
+			cfgW.Close()
+			cmd.Wait()
+			started()
+			resR.Close()
+			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its directories")
+		}
 	}
 	if cfg.LayerFD {
 		// Sent before the config: the init reads it while mounting.
@@ -363,8 +376,9 @@ func chownTree(dir string, id int) error {
 }
 
 // traversable checks that every ancestor of dir can be searched by other
-// users: the sandbox init runs as an unprivileged host uid and must reach
-// the directories it binds.
+// users, for what the init binds by path as an unprivileged host uid: a
+// request's read-only binds (binds.go). The job's own directories and the
+// operator's view reach a root runner's init as mounts (hostmounts.go).
 func traversable(dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {

@@ -16,12 +16,18 @@ type initConfig struct {
 	Work  string `json:"work,omitempty"`
 	// LayerFD says the lower layer arrives as an idmapped mount on the
 	// layer socket (fd 5) instead of by path (see layer.go).
-	LayerFD   bool     `json:"layer_fd,omitempty"`
+	LayerFD bool `json:"layer_fd,omitempty"`
+	// BindFDs says every bind source (see hostMounts) arrives as a
+	// detached mount on the layer socket, before the layer, instead of by
+	// path (a root runner's; see hostmounts.go).
+	BindFDs   bool     `json:"bind_fds,omitempty"`
 	Cwd       string   `json:"cwd"`
 	Toolchain []string `json:"toolchain"` // host dirs bound read-only at the same path
 	Masked    []string `json:"masked"`    // files hidden behind an empty file
-	ReadOnly  []string `json:"read_only"`
-	Writable  []string `json:"writable"`
+	// ReadOnly and Writable are extra host directories bound at the same
+	// path: the operator's view (ViewConfig.ReadOnly) and the job's.
+	ReadOnly []string `json:"read_only"`
+	Writable []string `json:"writable"`
 	// Binds are the Spec's binds (binds.go), mounted after /tmp.
 	Binds    []bindMount `json:"binds,omitempty"`
 	TmpBytes int64       `json:"tmp_bytes"`

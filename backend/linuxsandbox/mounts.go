@@ -15,6 +15,15 @@ func buildRoot(cfg initConfig) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make / private: %w", err)
 	}
+	// A root runner sends the job's bind sources as mounts (hostmounts.go).
+	var r received
+	if cfg.BindFDs {
+		var err error
+		if r, err = receiveHostMounts(cfg.hostMounts()); err != nil {
+			return err
+		}
+		defer r.close()
+	}
 	root := cfg.Root
 	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("root tmpfs: %w", err)
@@ -24,12 +33,7 @@ func buildRoot(cfg initConfig) error {
 			return err
 		}
 	}
-	for _, f := range cfg.Masked {
-		if err := mask(root, f); err != nil {
-			return err
-		}
-	}
-	if err := mountWorkspace(root, cfg); err != nil {
+	if err := mountWorkspace(root, cfg, r); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	tmpSize := cfg.TmpBytes
@@ -42,12 +46,12 @@ func buildRoot(cfg initConfig) error {
 	// Extra binds go after /tmp, so a read or write root under /tmp is
 	// not hidden by the sandbox's own tmpfs.
 	for _, d := range cfg.ReadOnly {
-		if err := bind(d, filepath.Join(root, d), true); err != nil {
+		if err := r.bind(d, filepath.Join(root, d), true); err != nil {
 			return fmt.Errorf("read-only %s: %w", d, err)
 		}
 	}
 	for _, d := range cfg.Writable {
-		if err := bind(d, filepath.Join(root, d), false); err != nil {
+		if err := r.bind(d, filepath.Join(root, d), false); err != nil {
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
 	}
@@ -55,8 +59,15 @@ func buildRoot(cfg initConfig) error {
 		return err
 	}
 	if cfg.EgressSocket != "" {
-		if err := bindEgress(root, cfg); err != nil {
+		if err := r.bindEgress(root, cfg); err != nil {
 			return fmt.Errorf("egress bridge: %w", err)
+		}
+	}
+	// Masks go last, so that no bind made after them (a read-only
+	// directory under /etc) uncovers a secret.
+	for _, f := range cfg.Masked {
+		if err := mask(root, f); err != nil {
+			return err
 		}
 	}
 	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -157,6 +168,9 @@ func mask(root, p string) error {
 		return nil // nothing to hide
 	}
 	target := filepath.Join(root, p)
+	if _, err := os.Lstat(target); err != nil {
+		return nil // not in the view
+	}
 	if fi.IsDir() {
 		return unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
 	}
@@ -236,10 +250,10 @@ func pivot(root string) error {
 // or an overlay of the cached lower layer and the job's upper layer
 // (userxattr: overlay inside a user namespace keeps its metadata in user.*
 // xattrs).
-func mountWorkspace(root string, cfg initConfig) error {
+func mountWorkspace(root string, cfg initConfig, r received) error {
 	target := filepath.Join(root, WorkspaceMount)
 	if cfg.Lower == "" {
-		return bind(cfg.Workspace, target, false)
+		return r.bind(cfg.Workspace, target, false)
 	}
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return err
@@ -251,7 +265,21 @@ func mountWorkspace(root string, cfg initConfig) error {
 			return err
 		}
 	}
-	opts := "lowerdir=" + lower + ",upperdir=" + cfg.Upper + ",workdir=" + cfg.Work + ",userxattr"
+	upper, work := cfg.Upper, cfg.Work
+	if dir := filepath.Dir(upper); r.has(dir) {
+		// Their parent arrived as a mount: attach it privately, take
+		// the overlay's layers from it, then let it go.
+		at := filepath.Join(root, ".upper")
+		if err := r.bind(dir, at, false); err != nil {
+			return err
+		}
+		upper, work = filepath.Join(at, filepath.Base(upper)), filepath.Join(at, filepath.Base(work))
+		defer func() {
+			unix.Unmount(at, unix.MNT_DETACH)
+			os.Remove(at)
+		}()
+	}
+	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return err
 	}
@@ -261,6 +289,24 @@ func mountWorkspace(root string, cfg initConfig) error {
 			return fmt.Errorf("detach the layer: %w", err)
 		}
 		return os.Remove(lower)
+	}
+	return nil
+}
+
+// bindEgress binds the gateway socket and CA bundle: the mounts the
+// runner sent, else by path (see egress.go).
+func (r received) bindEgress(root string, cfg initConfig) error {
+	if !r.has(cfg.EgressSocket) {
+		return bindEgress(root, cfg)
+	}
+	if err := os.MkdirAll(filepath.Join(root, egressDir), 0o755); err != nil {
+		return err
+	}
+	if err := r.bind(cfg.EgressSocket, filepath.Join(root, egressSocket), true); err != nil {
+		return err
+	}
+	if cfg.EgressCA != "" {
+		return r.bind(cfg.EgressCA, filepath.Join(root, egressCA), true)
 	}
 	return nil
 }
