@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -19,6 +20,12 @@ type Config struct {
 	// SearchPath resolves bare command names (PATH of the runner's choice,
 	// never the caller's environment).
 	SearchPath []string
+	// View, when set, is what the job's sandbox sees of the host (its
+	// backend's, see backend.Viewer): bare names resolve on View.Path
+	// instead of SearchPath, to programs inside the view only; a program
+	// resolved outside it is denied (policy.command_denied, naming the
+	// operator's flag); and the child's PATH is View.Path.
+	View *backend.View
 	// AllowedEnv are keys any request may set without listing them in
 	// policy.allowed_env.
 	AllowedEnv []string
@@ -74,7 +81,7 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 			}
 			continue
 		}
-		exe, err := resolve(name, rule, cfg.SearchPath)
+		exe, err := resolve(name, rule, cfg)
 		if err != nil {
 			return d, err
 		}
@@ -122,7 +129,7 @@ func findRule(rules []job.CommandRule, base string) (job.CommandRule, bool) {
 
 // resolve finds the executable for name under rule. It returns "" for a
 // relative path with a slash, which lives in the workspace snapshot.
-func resolve(name string, rule job.CommandRule, search []string) (string, *job.Error) {
+func resolve(name string, rule job.CommandRule, cfg Config) (string, *job.Error) {
 	var exe string
 	switch {
 	case rule.Path != "" && (!strings.Contains(name, "/") || filepath.Clean(name) == filepath.Clean(rule.Path)):
@@ -137,12 +144,24 @@ func resolve(name string, rule job.CommandRule, search []string) (string, *job.E
 			return "", job.Errorf(job.CodeCommandDenied, "a digest-pinned command must be a host path").With("argv0", name)
 		}
 		return "", nil
+	case cfg.View != nil:
+		exe = cfg.View.LookPath(name)
+		if exe == "" {
+			if host := lookPath(name, cfg.SearchPath); host != "" {
+				return "", outsideView(name, host, true, cfg.View)
+			}
+			return "", job.Errorf(job.CodeRunSpawnFailed, "command not found on the sandbox PATH (%s)", strings.Join(cfg.View.Path, ":")).
+				With("argv0", name)
+		}
 	default:
-		exe = lookPath(name, search)
+		exe = lookPath(name, cfg.SearchPath)
 		if exe == "" {
 			return "", job.Errorf(job.CodeRunSpawnFailed, "command not found on the runner search path").
 				With("argv0", name)
 		}
+	}
+	if cfg.View != nil && !cfg.View.Visible(exe) {
+		return "", outsideView(name, exe, false, cfg.View)
 	}
 	if rule.SHA256 != "" {
 		sum, err := fileSHA256(exe)
@@ -156,6 +175,12 @@ func resolve(name string, rule job.CommandRule, search []string) (string, *job.E
 		}
 	}
 	return exe, nil
+}
+
+// outsideView denies a program the job's sandbox cannot run as found.
+func outsideView(name, exe string, bare bool, v *backend.View) *job.Error {
+	return job.Errorf(job.CodeCommandDenied, "command %q: %s", name, v.Explain(exe, bare)).
+		With("argv0", name).With("path", exe)
 }
 
 func lookPath(name string, search []string) string {
@@ -217,6 +242,9 @@ func childEnv(req job.Request, cfg Config) ([]string, *job.Error) {
 	env := map[string]string{}
 	for k, v := range cfg.BaseEnv {
 		env[k] = v
+	}
+	if cfg.View != nil {
+		env["PATH"] = strings.Join(cfg.View.Path, ":")
 	}
 	keys := make([]string, 0, len(req.Command.Env))
 	for k := range req.Command.Env {

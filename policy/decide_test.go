@@ -4,10 +4,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -326,5 +328,61 @@ func TestPolicyVersionCanonical(t *testing.T) {
 		if job.PolicyVersion(q) == job.PolicyVersion(reordered) {
 			t.Errorf("changing %s did not change the policy version", name)
 		}
+	}
+}
+
+// TestDecideInsideTheView: with a backend's view, bare names resolve on
+// the sandbox's PATH to programs inside the view only, whatever the host
+// has first, and a program outside the view is denied naming the flag.
+func TestDecideInsideTheView(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(p string) string {
+		p = filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inside, shim := filepath.Join(dir, "tool"), filepath.Join(dir, "shims")
+	tool, both := mk("tool/bin/tool"), mk("tool/bin/python3")
+	mk("shims/python3")
+	hidden := mk("shims/hidden")
+	if err := os.Symlink(hidden, filepath.Join(inside, "bin", "link")); err != nil {
+		t.Fatal(err)
+	}
+	view := &backend.View{Roots: []string{inside}, Path: []string{shim, filepath.Join(inside, "bin")}}
+	cfg := Config{View: view, SearchPath: []string{shim}}
+	tests := []struct {
+		name    string
+		argv    []string
+		want    job.Code
+		argv0   string
+		message string
+	}{
+		{"bare name inside the view", []string{"tool"}, "", tool, ""},
+		{"a shim earlier on the PATH is skipped", []string{"python3"}, "", both, ""},
+		{"bare name only outside", []string{"hidden"}, job.CodeCommandDenied, "", "is outside the sandbox view (" + inside + "); add --sandbox-ro " + dir},
+		{"absolute path outside", []string{hidden}, job.CodeCommandDenied, "", "add --sandbox-ro " + dir},
+		{"link inside to a target outside", []string{filepath.Join(inside, "bin", "link")}, job.CodeCommandDenied, "", "outside the sandbox view"},
+		{"not anywhere", []string{"no-such-program-xyz"}, job.CodeRunSpawnFailed, "", "not found on the sandbox PATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := filepath.Base(tt.argv[0])
+			d, err := Decide(req(tt.argv, names(base)...), cfg)
+			if got := codeOf(err); got != tt.want {
+				t.Fatalf("Decide(%q) code = %q (%v), want %q", tt.argv, got, err, tt.want)
+			}
+			if err != nil && !strings.Contains(err.Message, tt.message) {
+				t.Errorf("Decide(%q) message = %q, want it to contain %q", tt.argv, err.Message, tt.message)
+			}
+			if err == nil && d.Argv[0] != tt.argv0 {
+				t.Errorf("Decide(%q) argv0 = %q, want %q", tt.argv, d.Argv[0], tt.argv0)
+			}
+			if err == nil && !slices.Contains(d.Env, "PATH="+shim+":"+filepath.Join(inside, "bin")) {
+				t.Errorf("Decide(%q) env = %q, want the view's PATH", tt.argv, d.Env)
+			}
+		})
 	}
 }

@@ -134,7 +134,7 @@ func (e *execution) clearUnfinished() error {
 // A returned error is the job's terminal error.
 func (e *execution) run(ctx context.Context) error {
 	t := time.Now()
-	dec, derr := policy.Decide(e.req, e.r.cfg.Policy)
+	dec, derr := policy.Decide(e.req, e.r.policyConfig(e.req.Backend.Kind))
 	e.res.PolicyDecision.Messages = dec.Messages
 	if derr != nil {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, derr.Message)
