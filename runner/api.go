@@ -33,6 +33,10 @@ type Options struct {
 	// are library-only: no JSON door can set them.
 	ReadOnly []string
 	Writable []string
+	// MountRoot, when set, is where workspace.readonly_mounts are found
+	// instead of workspace.path (a replay runs on a restored snapshot,
+	// which never held them).
+	MountRoot string
 	// Attempt is recorded in the result (1 for a first run).
 	Attempt int
 }

@@ -180,6 +180,12 @@ func (e *execution) run(ctx context.Context) error {
 	}
 	e.stage("snapshot", t)
 
+	binds, release, err := e.binds(ctx)
+	defer release()
+	if err != nil {
+		return err
+	}
+
 	t = time.Now()
 	l := e.req.Limits
 	spec := backend.Spec{
@@ -190,6 +196,7 @@ func (e *execution) run(ctx context.Context) error {
 		Cwd:       e.req.Command.Cwd,
 		ReadOnly:  e.opts.ReadOnly,
 		Writable:  e.opts.Writable,
+		Binds:     binds,
 		Network:   e.req.Policy.Network,
 		Limits: backend.Limits{
 			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,

@@ -34,6 +34,9 @@ type ReplayReport struct {
 
 // Replay re-runs the request stored in runDir on the workspace state it
 // originally ran on and compares exit code, output and artifact hashes.
+// Read-only mounts are not part of the snapshot: they are bound from the
+// original workspace as it is now, and their digest is compared (the
+// readonly_mounts_sha256 check) rather than restored.
 //
 // The stored snapshot/ may have been changed by the job itself, so the
 // files listed in snapshot.json are copied out and verified against their
@@ -62,10 +65,20 @@ func (r *Runner) Replay(ctx context.Context, runDir string) (ReplayReport, error
 	req.JobID = NewJobID()
 	req.Workspace.Path = src
 	req.Workspace.Include, req.Workspace.Exclude = nil, nil
+	opts := Options{Attempt: 1}
 	if kind == "workspace" {
 		req.Workspace = old.req.Workspace
+	} else if len(req.Workspace.ReadOnlyMounts) > 0 {
+		// The snapshot never held the read-only mounts: they are bound
+		// from the original workspace again, over empty mount points.
+		opts.MountRoot = old.req.Workspace.Path
+		for _, m := range req.Workspace.ReadOnlyMounts {
+			if err := os.MkdirAll(filepath.Join(src, filepath.FromSlash(m)), 0o755); err != nil {
+				return rep, job.Wrap(job.CodeRunIOFailed, err, "cannot create a read-only mount point")
+			}
+		}
 	}
-	res, err := r.Run(ctx, req, Options{Attempt: 1})
+	res, err := r.Run(ctx, req, opts)
 	if err != nil {
 		return rep, err
 	}
@@ -77,6 +90,9 @@ func (r *Runner) Replay(ctx context.Context, runDir string) (ReplayReport, error
 	rep.Checks["stderr_sha256"] = check(old.res.Stderr.SHA256, res.Stderr.SHA256, old.res.Stderr.SHA256 == res.Stderr.SHA256)
 	rep.Checks["workspace_snapshot_sha256"] = check(old.res.Replay.WorkspaceSnapshotSHA256, res.Replay.WorkspaceSnapshotSHA256,
 		old.res.Replay.WorkspaceSnapshotSHA256 == res.Replay.WorkspaceSnapshotSHA256)
+	if o, n := old.res.Replay.ReadOnlyMountsSHA256, res.Replay.ReadOnlyMountsSHA256; o != "" || n != "" {
+		rep.Checks["readonly_mounts_sha256"] = check(o, n, o == n)
+	}
 	oa, na := artifactSums(old.res.Artifacts), artifactSums(res.Artifacts)
 	rep.Checks["artifacts"] = check(oa, na, mapsEqual(oa, na))
 	rep.Reproduced = true
@@ -141,7 +157,7 @@ func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedR
 		}
 	}
 	if old.req.Workspace.Path != "" && want != "" {
-		got, err := snapshot.Hash(ctx, old.req.Workspace.Path, snapshot.Options{Include: old.req.Workspace.Include, Exclude: old.req.Workspace.Exclude})
+		got, err := snapshot.Hash(ctx, old.req.Workspace.Path, snapshot.Options{Include: old.req.Workspace.Include, Exclude: mountExcludes(old.req.Workspace)})
 		if err == nil && got == want {
 			return old.req.Workspace.Path, "workspace", nil
 		}

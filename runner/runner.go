@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
@@ -49,6 +51,12 @@ type Config struct {
 	// job here); records are atomic against process crashes either way.
 	Durable bool
 	Logger  *slog.Logger
+	// CacheMaxBytes caps each build cache (workspace.caches), checked
+	// after every job that used it (default buildcache.DefaultMaxBytes);
+	// CacheMaxAge removes a cache no job used for that long (default
+	// buildcache.DefaultMaxAge).
+	CacheMaxBytes int64
+	CacheMaxAge   time.Duration
 }
 
 // DefaultBaseEnv is every child's starting environment unless configured.
@@ -59,9 +67,10 @@ var DefaultBaseEnv = map[string]string{
 
 // Runner runs jobs. It is safe for concurrent use.
 type Runner struct {
-	cfg   Config
-	store *store.Store
-	log   *slog.Logger
+	cfg    Config
+	store  *store.Store
+	caches *buildcache.Caches
+	log    *slog.Logger
 	// active holds the ids of jobs executing in this runner, so a
 	// duplicate Execute of a running id cannot clear its record.
 	active sync.Map
@@ -92,7 +101,19 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	st.Durable = cfg.Durable
-	return &Runner{cfg: cfg, store: st, log: cfg.Logger.With("component", "runner")}, nil
+	if cfg.CacheMaxBytes <= 0 {
+		cfg.CacheMaxBytes = buildcache.DefaultMaxBytes
+	}
+	if cfg.CacheMaxAge <= 0 {
+		cfg.CacheMaxAge = buildcache.DefaultMaxAge
+	}
+	caches, err := buildcache.Open(filepath.Join(st.Dir(), CachesDir))
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the build caches")
+	}
+	r := &Runner{cfg: cfg, store: st, caches: caches, log: cfg.Logger.With("component", "runner")}
+	r.CollectCaches()
+	return r, nil
 }
 
 // Store returns the run store.
@@ -137,6 +158,10 @@ func (r *Runner) Prepare(req *job.Request) error {
 	if req.Workspace.SnapshotStrategy == job.SnapshotOverlay && !b.Capabilities().Overlay {
 		return job.Errorf(job.CodeInvalidRequest, "workspace.snapshot_strategy: overlay needs a backend that mounts overlays").
 			With("field", "workspace.snapshot_strategy").With("backend", req.Backend.Kind)
+	}
+	if (len(req.Workspace.ReadOnlyMounts) > 0 || len(req.Workspace.Caches) > 0) && !b.Capabilities().Binds {
+		return job.Errorf(job.CodeInvalidRequest, "workspace.readonly_mounts and workspace.caches need a backend that binds directories (linux_sandbox)").
+			With("field", "workspace").With("backend", req.Backend.Kind)
 	}
 	if req.JobID == "" {
 		req.JobID = NewJobID()

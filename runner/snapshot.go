@@ -18,7 +18,7 @@ const SnapshotManifestFile = "snapshot.json"
 // snapshot makes the job's workspace and records its hash.
 func (e *execution) snapshot(ctx context.Context) (backend.Workspace, error) {
 	w := e.req.Workspace
-	opt := snapshot.Options{Include: w.Include, Exclude: w.Exclude, MaxBytes: e.r.cfg.MaxSnapshotBytes, MaxFiles: e.r.cfg.MaxSnapshotFiles}
+	opt := snapshot.Options{Include: w.Include, Exclude: mountExcludes(w), MaxBytes: e.r.cfg.MaxSnapshotBytes, MaxFiles: e.r.cfg.MaxSnapshotFiles}
 	dir := e.r.store.RunDir(e.req.JobID)
 	if w.SnapshotStrategy == job.SnapshotOverlay {
 		return e.overlay(ctx, opt)
