@@ -180,7 +180,7 @@ func backendStatus(r BackendReport) (Status, string) {
 			checks = append(checks, n.Check)
 		}
 	}
-	fix := ""
+	fix := "no change to this host makes the backend enforce " + limitNames(r.NotEnforced)
 	if len(checks) > 0 {
 		fix = "fix " + strings.Join(checks, ", ")
 	}
@@ -208,4 +208,12 @@ func sandboxProbe(r BackendReport, took time.Duration, failed []string) Check {
 		c.Fix = "the error is the host's answer to creating the sandbox; until it is fixed, only --default-backend local_process --unsafe-local-process runs jobs (without isolation)"
 	}
 	return c
+}
+
+func limitNames(ns []NotEnforced) string {
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = n.Limit
+	}
+	return strings.Join(names, ", ")
 }

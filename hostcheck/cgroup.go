@@ -54,6 +54,7 @@ func (f cgroupFacts) usesV1() bool { return f.layout == layoutV1 || f.layout == 
 // group in each hierarchy a sandbox would use.
 func (h Host) cgroups() cgroupFacts {
 	f := cgroupFacts{v1: map[string]mount{}, ctrl: map[string]ctrlFacts{}}
+	known := h.controllerNames()
 	for _, m := range parseMountinfo(h.read("/proc/self/mountinfo")) {
 		switch m.fstype {
 		case "cgroup2":
@@ -63,12 +64,13 @@ func (h Host) cgroups() cgroupFacts {
 			}
 		case "cgroup":
 			for _, c := range m.super {
-				if c != "" && c != "rw" && c != "ro" && !strings.Contains(c, "=") {
+				if known[c] {
 					f.v1[c] = m
 				}
 			}
 		}
 	}
+	f.kernelOff = h.disabledControllers()
 	switch {
 	case len(f.v1) > 0 && f.unified != nil:
 		f.layout = layoutHybrid
@@ -83,7 +85,6 @@ func (h Host) cgroups() cgroupFacts {
 	self := h.read("/proc/self/cgroup")
 	f.ownErr = self == ""
 	f.own = ownCgroups(self)
-	f.kernelOff = h.disabledControllers()
 
 	var dirs []string // where a sandbox's groups would be created
 	if f.usesV1() {
@@ -136,6 +137,24 @@ func (h Host) tryCreate(dirs []string) (bool, string) {
 		return false, "cannot create child groups in " + strings.Join(failed, ", ")
 	}
 	return true, "child groups can be created in " + strings.Join(made, ", ")
+}
+
+// controllerNames are the controllers the kernel knows (/proc/cgroups,
+// or the usual v1 set when it cannot be read): the words of a v1 mount's
+// options that name a controller rather than an option (xattr, name=...).
+func (h Host) controllerNames() map[string]bool {
+	names := map[string]bool{}
+	for _, line := range strings.Split(h.read("/proc/cgroups"), "\n") {
+		if f := strings.Fields(line); len(f) == 4 && !strings.HasPrefix(f[0], "#") {
+			names[f[0]] = true
+		}
+	}
+	if len(names) == 0 {
+		for _, c := range strings.Fields("cpuset cpu cpuacct blkio memory devices freezer net_cls perf_event net_prio hugetlb pids rdma misc") {
+			names[c] = true
+		}
+	}
+	return names
 }
 
 // disabledControllers lists the controllers /proc/cgroups marks disabled

@@ -19,7 +19,7 @@ const lowSpace = 1 << 30
 // whether the sandbox can reach it, and the free space on its filesystem.
 func storeChecks(store string) []Check {
 	abs := absPath(store)
-	checks := []Check{storeDirCheck(abs), sandboxReach(abs), freeSpace(abs)}
+	checks := []Check{storeDirCheck(abs), sandboxReach(abs), freeSpace(abs, lowSpace)}
 	for i := range checks {
 		checks[i].Section = SectionStore
 	}
@@ -84,8 +84,8 @@ func sandboxReach(abs string) Check {
 }
 
 // freeSpace reports the space available to the runner on the store's
-// filesystem.
-func freeSpace(abs string) Check {
+// filesystem, warning below low bytes.
+func freeSpace(abs string, low uint64) Check {
 	c := Check{Name: "store_free_space"}
 	dir := existingAncestor(abs)
 	var st unix.Statfs_t
@@ -97,7 +97,7 @@ func freeSpace(abs string) Check {
 	free := st.Bavail * uint64(st.Bsize)
 	total := st.Blocks * uint64(st.Bsize)
 	c.Found = fmt.Sprintf("%s free of %s on the filesystem of %s", gib(free), gib(total), dir)
-	if free < lowSpace {
+	if free < low {
 		c.Status = StatusWarn
 		c.Fix = "free space on that filesystem, or move the store (--store-dir): every job keeps a workspace snapshot and its artifacts there"
 		return c
