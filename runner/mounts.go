@@ -147,3 +147,18 @@ func mountsDigest(ctx context.Context, rels, sources []string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// CollectCachesEvery runs CollectCaches every interval until ctx ends (a
+// server's hourly garbage collection of build caches).
+func (r *Runner) CollectCachesEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.CollectCaches()
+		}
+	}
+}

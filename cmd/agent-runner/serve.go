@@ -216,6 +216,9 @@ func serve(o serveOptions) error {
 		})
 		go func() { pool.Run(ctx); close(poolDone) }()
 	}
+	// Hourly, remove the build caches no job used for CacheMaxAge
+	// (runner.New collected once at start).
+	go r.CollectCachesEvery(ctx, time.Hour)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
