@@ -29,6 +29,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 func init() {
 	var requestPath, storeDir, backendKind, out string
 	var network egressFlags
+	var view sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "run --request FILE|-",
 		Short: "Run one RunJobRequest and print its RunJobResult",
@@ -50,6 +51,9 @@ func init() {
 			}
 			if backendKind != "" {
 				req.Backend.Kind = validation.NormalizeKind(backendKind)
+			}
+			if err := view.apply(storeDir); err != nil {
+				return err
 			}
 			cfg := runner.Config{StoreDir: storeDir}
 			if err := network.runnerConfig(&cfg, nil, nil); err != nil {
@@ -73,5 +77,6 @@ func init() {
 	cmd.Flags().StringVar(&backendKind, "backend", "", "override backend.kind (local_process, linux_sandbox, ...)")
 	cmd.Flags().StringVar(&out, "out", "", "write the result to this file instead of stdout")
 	network.register(cmd.Flags())
+	view.register(cmd.Flags())
 	rootCmd.AddCommand(cmd)
 }

@@ -74,6 +74,7 @@ type serveOptions struct {
 	durable, noWorkers, unsafeLocal                                                                bool
 	workspaceRoots                                                                                 []string
 	network                                                                                        egressFlags
+	view                                                                                           sandboxFlags
 }
 
 var serveCmd = &cobra.Command{
@@ -86,6 +87,7 @@ func init() {
 	var o serveOptions
 	f := serveCmd.Flags()
 	o.network.register(f)
+	o.view.register(f)
 	f.StringVar(&o.addr, "addr", "127.0.0.1:3000", "listen address; anything but loopback requires --token-file")
 	f.StringVar(&o.storeDir, "store-dir", "./agent-runner-runs", "run store (and embedded NATS data) directory")
 	f.Int64Var(&o.capacity, "queue-capacity", 1024, "most jobs queued or running at once; beyond it POST /v1/jobs answers 503")
@@ -128,6 +130,9 @@ func serve(o serveOptions) error {
 	natsToken := os.Getenv("AGENT_RUNNER_NATS_TOKEN")
 	if o.natsListen != "" && !loopback(o.natsListen) && natsToken == "" {
 		return usageError{errors.New("exposing NATS on a non-loopback address requires AGENT_RUNNER_NATS_TOKEN")}
+	}
+	if err := o.view.apply(o.storeDir); err != nil {
+		return err
 	}
 	defaultKind, err := doorBackend(context.Background(), "default-backend", o.defaultBackend, o.unsafeLocal)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 func newTaskShellCmd() *cobra.Command {
 	var storeDir, backendKind string
 	var timeout time.Duration
+	var view sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "shell TASK_ID [-- COMMAND ARGS...]",
 		Short: "Open a shell in a sandbox like the agent's, over a finished task's preserved workspace (local store)",
@@ -41,12 +41,16 @@ pseudo-terminal; otherwise stdin and stdout are piped. Exits with the
 shell's exit status.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := view.apply(storeDir); err != nil {
+				return err
+			}
 			return taskShell(cmd.Context(), filepath.Join(storeDir, "tasks"), args[0], args[1:], backendKind, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&storeDir, "store-dir", "./agent-runner-runs", "serve's store directory (tasks are under <store-dir>/tasks)")
 	cmd.Flags().StringVar(&backendKind, "backend", "", "backend to open the shell on (default: the task's)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "end the shell after this long (0: no limit)")
+	view.register(cmd.Flags()) // serve's, so the shell sees what the agent saw
 	return cmd
 }
 
@@ -92,18 +96,16 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 			argv = []string{"/bin/bash"}
 		}
 	}
-	if !filepath.IsAbs(argv[0]) {
-		p, err := exec.LookPath(argv[0])
-		if err != nil {
-			return usageError{fmt.Errorf("%s: not found on this host's PATH", argv[0])}
-		}
-		argv[0] = p
+	exe, err := agentrun.Resolve(b, argv[0])
+	if err != nil {
+		return usageError{err}
 	}
+	argv[0] = exe
 	home, err := agentrun.PrepareHome(l, b)
 	if err != nil {
 		return err
 	}
-	env := agentrun.BaseEnv(t, home)
+	env := agentrun.BaseEnv(t, home, b)
 	spec := agentrun.SandboxSpec(l, t, argv, env)
 	spec.JobID = "shell-" + t.Metadata.ID
 	spec.Limits.Timeout = timeout

@@ -33,6 +33,7 @@ func init() {
 	var durable, unsafeLocal bool
 	var workspaceRoots []string
 	var network egressFlags
+	var view sandboxFlags
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
 		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
@@ -48,6 +49,9 @@ func init() {
 				return usageError{err}
 			}
 			log := telemetry.Logger(os.Stderr, level)
+			if err := view.apply(storeDir); err != nil {
+				return err
+			}
 			kind, err := doorBackend(context.Background(), "default-backend", defaultBackend, unsafeLocal)
 			if err != nil {
 				return err
@@ -80,6 +84,7 @@ func init() {
 	}
 	f := cmd.Flags()
 	network.register(f)
+	view.register(f)
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
 	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "run store shared with the API node")
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")

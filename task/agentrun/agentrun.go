@@ -8,7 +8,6 @@ package agentrun
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -106,19 +105,15 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, job.Errorf(job.CodeBackendSetupFailed, "vm.network_mode %s needs an egress gateway for the run", t.VM.NetworkMode)
 	}
 	argv := Command(t)
-	exe := argv[0]
-	if !filepath.IsAbs(exe) {
-		p, err := exec.LookPath(exe)
-		if err != nil {
-			return out, job.Errorf(job.CodeRunSpawnFailed, "agent command %q not found on the runner's PATH", exe)
-		}
-		exe = p
+	exe, err := resolveAgent(cfg.Backend, t)
+	if err != nil {
+		return out, err
 	}
 	home, err := PrepareHome(l, cfg.Backend)
 	if err != nil {
 		return out, err
 	}
-	env := append(BaseEnv(t, home), cfg.Env...)
+	env := append(BaseEnv(t, home, cfg.Backend), cfg.Env...)
 	var values []string
 	for k, v := range secrets {
 		env = append(env, k+"="+v)

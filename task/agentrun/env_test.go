@@ -26,7 +26,7 @@ func TestAgentEnvReachesTheAgent(t *testing.T) {
 	if got, want := string(stdout), "on with spaces||task-e2e\n"; got != want {
 		t.Errorf("agent printed %q, want %q", got, want)
 	}
-	got := agentrun.BaseEnv(tk, "/h")
+	got := agentrun.BaseEnv(tk, "/h", tasktest.Backend(t))
 	want := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/h", "LANG=C.UTF-8", "TASK_ID=task-e2e", "EMPTY=", "FEATURE_FLAG=on with spaces"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("BaseEnv mismatch (-want +got):\n%s", diff)

@@ -14,12 +14,13 @@ import (
 	"github.com/agent-runner/agent-runner/task/stage"
 )
 
-// BaseEnv is the environment every process of a task's sandbox starts
-// with: the runner's variables (HOME is home, see PrepareHome) and the
-// manifest's agent.env, sorted by name. Secrets, the task token and the
-// children socket are added by the caller.
-func BaseEnv(t *manifest.Task, home string) []string {
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+// BaseEnv is the environment every process of a task's sandbox on b
+// starts with: the runner's variables (PATH is SearchPath(b), HOME is
+// home, see PrepareHome) and the manifest's agent.env, sorted by name.
+// Secrets, the task token and the children socket are added by the
+// caller.
+func BaseEnv(t *manifest.Task, home string, b backend.Backend) []string {
+	env := []string{"PATH=" + SearchPath(b), "HOME=" + home, "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
 	if t.Agent != nil {
 		for _, k := range slices.Sorted(maps.Keys(t.Agent.Env)) {
 			env = append(env, k+"="+t.Agent.Env[k])

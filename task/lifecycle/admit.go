@@ -5,6 +5,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/secretfile"
+	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
 
@@ -15,13 +16,19 @@ import (
 // secret is registered in cfg.Secrets under its name, with the same source
 // and key when the manifest gives them, and is not too short to scrub
 // (secretfile.MinValueBytes; a value that cannot be read yet is left to
-// provisioning, which reads it again).
+// provisioning, which reads it again); and on a backend with a view the
+// agent command is a program its sandbox can run (agentrun.Check).
 func Admit(cfg Config, t *manifest.Task) error {
 	if err := admitRepository(cfg, t.Repository); err != nil {
 		return err
 	}
 	if err := admitNetwork(cfg, t); err != nil {
 		return err
+	}
+	if cfg.Backend != nil {
+		if err := agentrun.Check(cfg.Backend, t); err != nil {
+			return err
+		}
 	}
 	for _, s := range t.Secrets {
 		if err := admitSecret(cfg, s); err != nil {
