@@ -169,7 +169,7 @@ func backendStatus(r BackendReport) (Status, string) {
 		return StatusInfo, ""
 	}
 	if !r.Available {
-		return StatusFail, "fix the sandbox probe (see sandbox_probe)"
+		return StatusFail, "follow the fix line of sandbox_probe"
 	}
 	var required, checks []string
 	for _, n := range r.NotEnforced {
@@ -182,7 +182,7 @@ func backendStatus(r BackendReport) (Status, string) {
 	}
 	fix := "no change to this host makes the backend enforce " + limitNames(r.NotEnforced)
 	if len(checks) > 0 {
-		fix = "fix " + strings.Join(checks, ", ")
+		fix = "follow the fix lines of " + strings.Join(checks, ", ")
 	}
 	switch {
 	case len(required) > 0:

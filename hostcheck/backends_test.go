@@ -74,16 +74,16 @@ func TestBackendReports(t *testing.T) {
 			{"memory", "no writable cgroup: cannot create child groups in /sys/fs/cgroup/user.slice (permission denied)", "cgroup_create"},
 			{"cpu", "no writable cgroup: cannot create child groups in /sys/fs/cgroup/user.slice (permission denied)", "cgroup_create"},
 			{"processes", "no writable cgroup: cannot create child groups in /sys/fs/cgroup/user.slice (permission denied)", "cgroup_create"},
-		}, "fix cgroup_create"},
+		}, "follow the fix lines of cgroup_create"},
 		{"default on a cgroup v2 host it does not limit", fakeBackend{kind: "sandbox", caps: backend.Capabilities{Isolating: true, Enforces: without("memory", "cpu", "processes")}}, true, v2, StatusFail, []ne{
 			{"memory", "this host has only cgroup v2, and the backend applies no cgroup v2 limits", "cgroup_layout"},
 			{"cpu", "this host has only cgroup v2, and the backend applies no cgroup v2 limits", "cgroup_layout"},
 			{"processes", "this host has only cgroup v2, and the backend applies no cgroup v2 limits", "cgroup_layout"},
-		}, "fix cgroup_layout"},
+		}, "follow the fix lines of cgroup_layout"},
 		{"default, unprivileged without Landlock", fakeBackend{kind: "sandbox", caps: backend.Capabilities{Isolating: true, Enforces: without("landlock", "host_ids")}}, true, unprivileged, StatusWarn, []ne{
 			{"landlock", "the kernel has no Landlock", "landlock"},
 			{"host_ids", "the runner is not root: every sandbox runs as the runner's uid", "root"},
-		}, "fix landlock, root"},
+		}, "follow the fix lines of landlock, root"},
 		{"another isolating backend, unavailable", fakeBackend{kind: "vm", caps: backend.Capabilities{Isolating: true}, available: func(context.Context) error { return errors.New("no vm binary") }}, false, rootHost, StatusInfo, nil, ""},
 		{"not isolating", fakeBackend{kind: "local", caps: backend.Capabilities{Enforces: []string{job.LimitTimeout, job.LimitOutput}}}, false, rootHost, StatusInfo, []ne{
 			{"network", "the backend does not isolate: jobs run as this process's user on the host and the limit is only recorded", ""},

@@ -134,7 +134,7 @@ func TestWriteText(t *testing.T) {
 		"  fail  store_traversal",
 		"fix: chmod o+x "+filepath.Dir(filepath.Dir(store))+" "+filepath.Dir(store)+",",
 		"  ok    sandbox (default, isolating, available)",
-		"FAIL: sandbox: store_traversal; each has a fix line above (exit 1)",
+		"FAIL: sandbox is not ready: store_traversal failed; each has a fix line above (exit 1)",
 	) {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)

@@ -33,7 +33,7 @@ func WriteText(w io.Writer, r Report) error {
 	}
 	fmt.Fprintln(bw)
 	if failed := r.Failed(); len(failed) > 0 {
-		fmt.Fprintf(bw, "FAIL: %s: %s; each has a fix line above (exit 1)\n", r.DefaultBackend, strings.Join(failed, ", "))
+		fmt.Fprintf(bw, "FAIL: %s is not ready: %s failed; each has a fix line above (exit 1)\n", r.DefaultBackend, strings.Join(failed, ", "))
 	} else {
 		fmt.Fprintf(bw, "OK: %s can run jobs here and enforces every required limit (%s) (exit 0)\n", r.DefaultBackend, strings.Join(RequiredLimits, ", "))
 	}

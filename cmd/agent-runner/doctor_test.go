@@ -137,7 +137,7 @@ func TestDoctorText(t *testing.T) {
 	}
 	verdict := "\nOK: linux_sandbox can run jobs here"
 	if code == 1 {
-		verdict = "\nFAIL: linux_sandbox: "
+		verdict = "\nFAIL: linux_sandbox is not ready: "
 	}
 	for _, want := range append(wants, verdict) {
 		if !strings.Contains(out, want) {
