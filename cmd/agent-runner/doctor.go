@@ -10,8 +10,9 @@ import (
 	"github.com/agent-runner/agent-runner/hostcheck"
 )
 
-// doctor exits 0 when every requirement of the default backend is met
-// (no check failed), 1 otherwise, and 2 on a usage error.
+// init registers `agent-runner doctor` (package hostcheck does the
+// probing). It exits 0 when every requirement of the default backend is
+// met (no check failed), 1 otherwise, and 2 on a usage error.
 func init() {
 	// The overlay probe re-execs this binary as its child; that child
 	// mounts, answers and exits here, before main.
