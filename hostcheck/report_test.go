@@ -65,11 +65,14 @@ func TestRun(t *testing.T) {
 		t.Errorf("sections in report order (-want +got):\n%s", diff)
 	}
 
-	// One failing requirement of the default backend fails the report.
-	opt.StoreDir = filepath.Join(t.TempDir(), "store")
-	os.Chmod(filepath.Dir(opt.StoreDir), 0o700)
+	// One failing requirement of the default backend fails the report: a
+	// root runner's sandbox uid cannot reach a private TMPDIR.
+	if os.Getuid() != 0 {
+		t.Skip("the sandbox_tmpdir requirement applies to a root runner")
+	}
+	t.Setenv("TMPDIR", privateTmp(t))
 	r = Run(context.Background(), goodHost(t), opt)
-	if diff := cmp.Diff([]string{"store_traversal"}, r.Failed()); r.OK || diff != "" {
+	if diff := cmp.Diff([]string{"sandbox_tmpdir"}, r.Failed()); r.OK || diff != "" {
 		t.Errorf("OK = %v, failed (-want +got):\n%s", r.OK, diff)
 	}
 }
@@ -122,7 +125,11 @@ func TestReportJSON(t *testing.T) {
 func TestWriteText(t *testing.T) {
 	sandbox := fakeBackend{kind: "sandbox", caps: backend.Capabilities{Isolating: true, Enforces: everything}}
 	store := filepath.Join(t.TempDir(), "store")
-	os.Chmod(filepath.Dir(store), 0o700)
+	if os.Getuid() != 0 {
+		t.Skip("the sandbox_tmpdir requirement applies to a root runner")
+	}
+	tmp := privateTmp(t)
+	t.Setenv("TMPDIR", tmp)
 	r := Run(context.Background(), goodHost(t), Options{StoreDir: store, Backends: []backend.Backend{sandbox}, DefaultBackend: "sandbox"})
 	var out bytes.Buffer
 	if err := WriteText(&out, r); err != nil {
@@ -131,13 +138,22 @@ func TestWriteText(t *testing.T) {
 	text := out.String()
 	for _, want := range append(append([]string{}, Sections...),
 		"backends",
-		"  fail  store_traversal",
-		"fix: chmod o+x "+filepath.Dir(filepath.Dir(store))+" "+filepath.Dir(store)+",",
+		"  fail  sandbox_tmpdir",
+		"fix: chmod o+x "+filepath.Dir(filepath.Dir(filepath.Dir(tmp)))+" "+filepath.Dir(tmp)+",",
 		"  ok    sandbox (default, isolating, available)",
-		"FAIL: sandbox is not ready: store_traversal failed; each has a fix line above (exit 1)",
+		"FAIL: sandbox is not ready: sandbox_tmpdir failed; each has a fix line above (exit 1)",
 	) {
 		if !strings.Contains(text, want) {
 			t.Errorf("text lacks %q:\n%s", want, text)
 		}
 	}
+}
+
+// privateTmp is a temporary directory inside one others cannot search.
+func privateTmp(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "private")
+	os.Mkdir(dir, 0o700)
+	tmp := filepath.Join(dir, "tmp")
+	os.Mkdir(tmp, 0o1777)
+	return tmp
 }

@@ -19,7 +19,7 @@ const lowSpace = 1 << 30
 // whether the sandbox can reach it, and the free space on its filesystem.
 func storeChecks(store string) []Check {
 	abs := absPath(store)
-	checks := []Check{storeDirCheck(abs), sandboxReach(abs), freeSpace(abs, lowSpace)}
+	checks := []Check{storeDirCheck(abs), sandboxReach(os.TempDir(), os.Getuid() == 0), freeSpace(abs, lowSpace)}
 	for i := range checks {
 		checks[i].Section = SectionStore
 	}
@@ -57,14 +57,21 @@ func storeDirCheck(abs string) Check {
 	return c
 }
 
-// sandboxReach is what linux_sandbox needs of the store today: its
-// sandbox runs as another host uid, which must search every directory
-// above a job's workspace, so the store and each existing ancestor need
-// the execute bit for others. Keep this requirement in this one function.
-func sandboxReach(abs string) Check {
-	c := Check{Name: "store_traversal"}
+// sandboxReach is what linux_sandbox needs of the store now: nothing of
+// its ancestors. A root runner hands every directory to the sandbox as a
+// detached mount (the sandbox's own uid never walks the path), and an
+// unprivileged runner's sandbox has the runner's own uid. Only the empty
+// mount point of the sandbox root, made in the temporary directory
+// (tmp), must be reachable by a root runner's sandbox uid, so that is
+// what this checks. Keep the requirement in this one function.
+func sandboxReach(tmp string, root bool) Check {
+	c := Check{Name: "sandbox_tmpdir"}
+	if !root {
+		c.Status, c.Found = StatusOK, "an unprivileged runner's sandbox has the runner's own uid, which reaches "+tmp
+		return c
+	}
 	var paths, described []string // top-down
-	for p := abs; ; p = filepath.Dir(p) {
+	for p := tmp; ; p = filepath.Dir(p) {
 		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
 			paths = append([]string{p}, paths...)
 			described = append([]string{fmt.Sprintf("%s (%s)", p, fi.Mode().Perm())}, described...)
@@ -74,12 +81,12 @@ func sandboxReach(abs string) Check {
 		}
 	}
 	if len(paths) == 0 {
-		c.Status, c.Found = StatusOK, "others can search "+abs+" and every directory above it, as linux_sandbox's sandbox uid must"
+		c.Status, c.Found = StatusOK, "others can search "+tmp+", where each sandbox root's mount point is made; the store's directories reach the sandbox as mounts, so its parents may be private"
 		return c
 	}
 	c.Status = StatusFail
-	c.Found = "linux_sandbox's sandbox uid must search every directory down to the store; others cannot search " + strings.Join(described, ", ")
-	c.Fix = "chmod o+x " + strings.Join(paths, " ") + ", or move the store (--store-dir) under a directory others can search, e.g. /var/lib/agent-runner"
+	c.Found = "each sandbox root's mount point is made in " + tmp + ", which the sandbox uid must reach; others cannot search " + strings.Join(described, ", ")
+	c.Fix = "chmod o+x " + strings.Join(paths, " ") + ", or set TMPDIR to a directory others can search (e.g. /tmp)"
 	return c
 }
 
