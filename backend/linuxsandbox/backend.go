@@ -9,8 +9,8 @@
 // Landlock and a seccomp allow-list (foreign ABIs killed), and runs the
 // workload as an unprivileged uid in a new session (no controlling
 // terminal). A root runner maps every concurrent sandbox onto a host
-// uid/gid range of its own (idpool.go). The runner places the init in cgroup v1 memory, pids
-// and cpu groups before it starts anything, and reads back peak memory,
+// uid/gid range of its own (idpool.go). The runner places the init in memory, pids
+// and cpu cgroups (v1, or v2 on a unified host) before it starts anything, and reads back peak memory,
 // CPU time and OOM kills. The init is pid 1 of the sandbox: when the
 // workload exits, times out or is canceled, or the runner dies, every
 // process in the sandbox dies with it.
