@@ -89,7 +89,9 @@ func (c *cgroup) oomKilled() bool { return c.files.oomKilled() }
 // remove deletes the group once its processes are gone.
 func (c *cgroup) remove() { c.files.remove() }
 
-// report calls fn with a sample every interval until done is closed.
+// report calls fn with a sample every interval until done is closed. A
+// group without processes is a sandbox that has ended, with Run about to
+// return: it is not reported.
 func (c *cgroup) report(fn func(backend.Usage), every time.Duration, done <-chan struct{}) {
 	if every <= 0 {
 		every = 30 * time.Second
@@ -101,7 +103,9 @@ func (c *cgroup) report(fn func(backend.Usage), every time.Duration, done <-chan
 		case <-done:
 			return
 		case <-t.C:
-			fn(c.sample())
+			if u := c.sample(); u.Processes > 0 {
+				fn(u)
+			}
 		}
 	}
 }

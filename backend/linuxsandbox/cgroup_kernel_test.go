@@ -26,6 +26,7 @@ func TestCgroupOnThisKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("cgroup mode %s", l.mode) // TestCgroupV2InGuest looks for "cgroup mode v2"
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
