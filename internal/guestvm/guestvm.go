@@ -17,12 +17,16 @@ import (
 	"path/filepath"
 )
 
-// ExitMarker starts the last line the guest init prints: the marker and
-// the command's exit code (125 when the guest could not run it).
-const ExitMarker = "AGENT-RUNNER-GUEST-EXIT"
+// RunMarker and ExitMarker frame each command's output on the console:
+// the init prints "RunMarker name" before it and "ExitMarker code" after
+// it (SetupFailed when the guest could not run it).
+const (
+	RunMarker  = "AGENT-RUNNER-GUEST-RUN"
+	ExitMarker = "AGENT-RUNNER-GUEST-EXIT"
+)
 
-// SetupFailed is the exit code reported when the guest could not start
-// the command.
+// SetupFailed is the exit code reported when the guest could not set
+// itself up or start a command.
 const SetupFailed = 125
 
 // ConfigPath is where the init finds its Config in the initramfs.
@@ -37,14 +41,27 @@ type Config struct {
 	// Binds graft parts of a share onto the guest root: a directory is
 	// bind-mounted, a symlink (usr-merge's /bin -> usr/bin) copied.
 	Binds []Bind `json:"binds,omitempty"`
-	// Cgroup, when set, is a cgroup below the root that the command
-	// starts in, with cpu, memory and pids enabled for it the way a
-	// systemd unit with Delegate=yes gets them; "" runs it in the root.
-	Cgroup string `json:"cgroup,omitempty"`
-	// Argv, Env and Dir are the command.
+	// Commands run one after the other.
+	Commands []Command `json:"commands"`
+}
+
+// Command is one program the init runs.
+type Command struct {
+	// Name labels its output (Result.Runs).
+	Name string `json:"name"`
+	// Argv, Env and Dir are the program, its whole environment and its
+	// working directory.
 	Argv []string `json:"argv"`
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
+	// Cgroup, when set, is a cgroup below the root that the command is
+	// born in, with cpu, memory and pids enabled for it the way a
+	// systemd unit with Delegate=yes gets them; "" runs it in the root.
+	Cgroup string `json:"cgroup,omitempty"`
+	// User runs it as this uid and gid (0: root). Its Cgroup is then
+	// delegated to it the way systemd delegates to a user: the directory,
+	// cgroup.procs, cgroup.subtree_control and cgroup.threads are chowned.
+	User int `json:"user,omitempty"`
 }
 
 // Mount is a 9p export the init mounts at Path.

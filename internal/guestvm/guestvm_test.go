@@ -82,22 +82,23 @@ func sign(n int) int {
 	return 0
 }
 
-func TestParseExit(t *testing.T) {
+func TestParseRuns(t *testing.T) {
 	for _, tc := range []struct {
-		out    string
-		code   int
-		marked bool
+		name string
+		out  string
+		want []Run
 	}{
-		{"boot\r\n" + ExitMarker + " 0\r\n[ 3.1] reboot: Power down\r\n", 0, true},
-		{"PASS\n\n" + ExitMarker + " 1\n", 1, true},
-		{"echo " + ExitMarker + " 0\n" + ExitMarker + " 125\n", 125, true}, // the line must start with it
-		{ExitMarker + " 3\n" + ExitMarker + " 7\n", 7, true},
-		{"Kernel panic - not syncing\n", 0, false},
-		{ExitMarker + " x\n", 0, false},
+		{"two commands", "SeaBIOS\r\n\r\n" + RunMarker + " root\r\nok\r\n\r\n" + ExitMarker + " 0\r\n\n" + RunMarker + " rootless\nFAIL\n\n" + ExitMarker + " 1\n[ 3.1] reboot: Power down\n",
+			[]Run{{Name: "root", Output: "ok\n\n", ExitCode: 0}, {Name: "rootless", Output: "FAIL\n\n", ExitCode: 1}}},
+		{"setup failure", "boot\nguestinit: mount 9p: ENOENT\n\n" + ExitMarker + " 125\n",
+			[]Run{{Name: "setup", Output: "boot\nguestinit: mount 9p: ENOENT\n\n", ExitCode: 125}}},
+		{"markers only at line starts", RunMarker + " a\necho " + ExitMarker + " 0\n" + ExitMarker + " 3\n",
+			[]Run{{Name: "a", Output: "echo " + ExitMarker + " 0\n", ExitCode: 3}}},
+		{"cut off", RunMarker + " a\nKernel panic - not syncing\n", nil},
+		{"no code", RunMarker + " a\n" + ExitMarker + " x\n", nil},
 	} {
-		code, ok := ParseExit([]byte(tc.out))
-		if code != tc.code || ok != tc.marked {
-			t.Errorf("ParseExit(%q) = %d, %v, want %d, %v", tc.out, code, ok, tc.code, tc.marked)
+		if diff := cmp.Diff(tc.want, ParseRuns([]byte(tc.out))); diff != "" {
+			t.Errorf("ParseRuns(%s) (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }

@@ -17,15 +17,22 @@ import (
 )
 
 // Init is the guest's pid 1 (guestinit calls it): it sets the guest up
-// from ConfigPath, runs the command, prints ExitMarker and its exit code
-// on the console and powers the machine off. It never returns.
+// from ConfigPath, runs each command between RunMarker and ExitMarker
+// lines on the console, and powers the machine off. It never returns.
 func Init() {
-	code, err := initAndRun()
+	cfg, err := setUp()
 	if err != nil {
-		fmt.Printf("guestinit: %v\n", err)
-		code = SetupFailed
+		fmt.Printf("guestinit: %v\n\n%s %d\n", err, ExitMarker, SetupFailed)
 	}
-	fmt.Printf("\n%s %d\n", ExitMarker, code)
+	for _, c := range cfg.Commands {
+		fmt.Printf("\n%s %s\n", RunMarker, c.Name)
+		code, err := run(c)
+		if err != nil {
+			fmt.Printf("guestinit: %s: %v\n", c.Name, err)
+			code = SetupFailed
+		}
+		fmt.Printf("\n%s %d\n", ExitMarker, code)
+	}
 	unix.Sync()
 	if err := unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF); err != nil {
 		unix.Reboot(unix.LINUX_REBOOT_CMD_RESTART) // -no-reboot makes QEMU exit
@@ -33,37 +40,38 @@ func Init() {
 	select {} // pid 1 must not exit: the kernel would panic
 }
 
-func initAndRun() (int, error) {
+func setUp() (Config, error) {
 	if err := leaveRootfs(); err != nil {
-		return 0, err
+		return Config{}, err
 	}
 	b, err := os.ReadFile(ConfigPath)
 	if err != nil {
-		return 0, err
+		return Config{}, err
 	}
 	var cfg Config
 	if err := json.Unmarshal(b, &cfg); err != nil {
-		return 0, fmt.Errorf("%s: %w", ConfigPath, err)
+		return Config{}, fmt.Errorf("%s: %w", ConfigPath, err)
 	}
+	fail := func(err error) (Config, error) { return Config{}, err }
 	if err := mountBasics(); err != nil {
-		return 0, err
+		return fail(err)
 	}
 	for _, m := range cfg.Modules {
 		if err := loadModule(m); err != nil {
-			return 0, err
+			return fail(err)
 		}
 	}
 	for _, s := range cfg.Shares {
 		if err := mountShare(s); err != nil {
-			return 0, err
+			return fail(err)
 		}
 	}
 	for _, b := range cfg.Binds {
 		if err := graft(b); err != nil {
-			return 0, err
+			return fail(err)
 		}
 	}
-	return run(cfg)
+	return cfg, nil
 }
 
 // leaveRootfs moves the initramfs contents onto a tmpfs and makes that
@@ -235,22 +243,26 @@ func graft(b Bind) error {
 	return unix.Mount("", b.To, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
 }
 
-// run starts the command, in cfg.Cgroup when set, and returns its exit
-// code (128+n for a death by signal n).
-func run(cfg Config) (int, error) {
-	if len(cfg.Argv) == 0 {
+// run starts the command, in its cgroup and as its user when set, and
+// returns its exit code (128+n for a death by signal n).
+func run(c Command) (int, error) {
+	if len(c.Argv) == 0 {
 		return 0, fmt.Errorf("no command")
 	}
-	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
-	cmd.Env, cmd.Dir = cfg.Env, cfg.Dir
+	cmd := exec.Command(c.Argv[0], c.Argv[1:]...)
+	cmd.Env, cmd.Dir = c.Env, c.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	if cfg.Cgroup != "" {
-		fd, err := delegatedCgroup(cfg.Cgroup)
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if c.User != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(c.User), Gid: uint32(c.User)}
+	}
+	if c.Cgroup != "" {
+		fd, err := delegatedCgroup(c.Cgroup, c.User)
 		if err != nil {
 			return 0, err
 		}
 		defer unix.Close(fd)
-		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, err
@@ -267,10 +279,10 @@ func run(cfg Config) (int, error) {
 }
 
 // delegatedCgroup creates /sys/fs/cgroup/<name> with cpu, memory and pids
-// enabled in every cgroup above it, and returns a descriptor of it for
-// CLONE_INTO_CGROUP: the command is born there, as a systemd service's
-// main process is born in its unit's cgroup.
-func delegatedCgroup(name string) (int, error) {
+// enabled in every cgroup above it, hands it to uid when not root, and
+// returns a descriptor of it for CLONE_INTO_CGROUP: the command is born
+// there, as a systemd service's main process is born in its unit's cgroup.
+func delegatedCgroup(name string, uid int) (int, error) {
 	dir := "/sys/fs/cgroup"
 	for _, part := range strings.Split(strings.Trim(name, "/"), "/") {
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+cpu +memory +pids"), 0o644); err != nil {
@@ -279,6 +291,13 @@ func delegatedCgroup(name string) (int, error) {
 		dir = filepath.Join(dir, part)
 		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 			return 0, err
+		}
+	}
+	if uid != 0 {
+		for _, p := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+			if err := os.Chown(filepath.Join(dir, p), uid, uid); err != nil {
+				return 0, fmt.Errorf("delegate %s: %w", dir, err)
+			}
 		}
 	}
 	return unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

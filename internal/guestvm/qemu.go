@@ -30,15 +30,22 @@ type Share struct {
 	ReadOnly bool
 }
 
-// Result is how the guest's command ended.
+// Result is what the guest did.
 type Result struct {
 	// Output is everything the guest wrote to its serial console
-	// (kernel messages, the command's stdout and stderr, the marker).
+	// (kernel messages, the commands' stdout and stderr, the markers).
 	Output []byte
-	// ExitCode is the command's, from the marker line.
-	ExitCode int
+	// Runs are the commands that ran, in order.
+	Runs []Run
 	// Elapsed is the whole boot, from QEMU's start to its exit.
 	Elapsed time.Duration
+}
+
+// Run is one command's part of the console and its exit code.
+type Run struct {
+	Name     string
+	Output   string
+	ExitCode int
 }
 
 // Args are QEMU's arguments: a q35 machine with a serial console on
@@ -65,8 +72,8 @@ func (m Machine) Args() []string {
 }
 
 // Run boots the machine and waits for it to power off. It fails when
-// QEMU fails or the guest never printed its exit marker; a command that
-// failed in the guest is a Result with its exit code.
+// QEMU fails or the guest reported no command; a command that failed in
+// the guest is a Run with its exit code.
 func (m Machine) Run(ctx context.Context) (Result, error) {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, m.QEMU, m.Args()...)
@@ -74,29 +81,44 @@ func (m Machine) Run(ctx context.Context) (Result, error) {
 	start := time.Now()
 	err := cmd.Run()
 	res := Result{Output: out.Bytes(), Elapsed: time.Since(start)}
-	code, ok := ParseExit(res.Output)
-	if !ok {
+	res.Runs = ParseRuns(res.Output)
+	if len(res.Runs) == 0 {
 		if err == nil {
-			err = fmt.Errorf("the guest powered off without printing %s", ExitMarker)
+			err = fmt.Errorf("the guest powered off without reporting a command (%s)", ExitMarker)
 		}
 		return res, fmt.Errorf("qemu: %w", err)
 	}
-	res.ExitCode = code
 	return res, nil
 }
 
-// ParseExit finds the last marker line in the console output.
-func ParseExit(output []byte) (int, bool) {
-	lines := strings.Split(strings.ReplaceAll(string(output), "\r", ""), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		rest, ok := strings.CutPrefix(lines[i], ExitMarker+" ")
-		if !ok {
+// ParseRuns splits console output into the commands framed by RunMarker
+// and ExitMarker lines. A command cut off before its ExitMarker is left
+// out; a setup failure is a Run named "setup".
+func ParseRuns(output []byte) []Run {
+	var runs []Run
+	var cur *Run
+	var body strings.Builder
+	for _, line := range strings.Split(strings.ReplaceAll(string(output), "\r", ""), "\n") {
+		if name, ok := strings.CutPrefix(line, RunMarker+" "); ok {
+			cur = &Run{Name: strings.TrimSpace(name)}
+			body.Reset()
 			continue
 		}
-		code, err := strconv.Atoi(strings.TrimSpace(rest))
-		if err == nil {
-			return code, true
+		if rest, ok := strings.CutPrefix(line, ExitMarker+" "); ok {
+			code, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil {
+				continue
+			}
+			r := Run{Name: "setup", Output: body.String(), ExitCode: code}
+			if cur != nil {
+				r.Name = cur.Name
+			}
+			runs = append(runs, r)
+			cur = nil
+			body.Reset()
+			continue
 		}
+		body.WriteString(line + "\n")
 	}
-	return 0, false
+	return runs
 }
