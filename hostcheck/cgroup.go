@@ -56,14 +56,14 @@ func (h Host) cgroups() cgroupFacts {
 	f := cgroupFacts{v1: map[string]mount{}, ctrl: map[string]ctrlFacts{}}
 	known := h.controllerNames()
 	for _, m := range parseMountinfo(h.read("/proc/self/mountinfo")) {
-		switch m.fstype {
+		switch m.FSType {
 		case "cgroup2":
 			if f.unified == nil {
 				m := m
 				f.unified = &m
 			}
 		case "cgroup":
-			for _, c := range m.super {
+			for _, c := range m.Super {
 				if known[c] {
 					f.v1[c] = m
 				}
@@ -100,13 +100,13 @@ func (h Host) cgroups() cgroupFacts {
 			}
 			if inside && !slices.Contains(dirs, dir) {
 				dirs = append(dirs, dir)
-				f.readOnly = f.readOnly || m.readOnly()
+				f.readOnly = f.readOnly || m.ReadOnly()
 			}
 		}
 	} else if p, known := f.own[""]; known {
 		if dir, inside := under(*f.unified, p); inside {
 			dirs = append(dirs, dir)
-			f.readOnly = f.unified.readOnly()
+			f.readOnly = f.unified.ReadOnly()
 			avail := strings.Fields(h.read(dir + "/cgroup.controllers"))
 			deleg := strings.Fields(h.read(dir + "/cgroup.subtree_control"))
 			for _, c := range limitControllers {

@@ -31,9 +31,9 @@ func (f cgroupFacts) layoutCheck() Check {
 	case layoutV1:
 		c.Found = "v1 (legacy): controllers " + v1
 	case layoutHybrid:
-		c.Found = "hybrid: v1 controllers " + v1 + "; cgroup2 at " + f.unified.point
+		c.Found = "hybrid: v1 controllers " + v1 + "; cgroup2 at " + f.unified.Point
 	case layoutV2:
-		c.Found = "v2 (unified): cgroup2 at " + f.unified.point
+		c.Found = "v2 (unified): cgroup2 at " + f.unified.Point
 	}
 	return c
 }

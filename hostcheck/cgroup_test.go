@@ -146,15 +146,6 @@ func TestCgroupCreateLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestParseMountinfo(t *testing.T) {
-	in := "36 35 98:0 /sub /mnt\\040dir rw,noatime master:1 - cgroup cgroup ro,memory\nbroken line\n"
-	got := parseMountinfo(in)
-	want := []mount{{root: "/sub", point: "/mnt dir", opts: []string{"rw", "noatime"}, fstype: "cgroup", super: []string{"ro", "memory"}}}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(mount{})); diff != "" {
-		t.Errorf("parseMountinfo (-want +got):\n%s", diff)
-	}
-}
-
 func TestUnder(t *testing.T) {
 	tests := []struct {
 		root, point, p string
@@ -167,7 +158,7 @@ func TestUnder(t *testing.T) {
 		{"/docker/abc", "/sys/fs/cgroup", "/docker/abcdef", "", false},
 	}
 	for _, tt := range tests {
-		got, ok := under(mount{root: tt.root, point: tt.point}, tt.p)
+		got, ok := under(mount{Root: tt.root, Point: tt.point}, tt.p)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("under(%q at %q, %q) = %q, %v, want %q, %v", tt.root, tt.point, tt.p, got, ok, tt.want, tt.ok)
 		}

@@ -416,11 +416,3 @@ func TestParentPid(t *testing.T) {
 		t.Errorf("parentPid(self) = %d, want %d", got, want)
 	}
 }
-
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/tab\011x`: "/tab\tx", `/short\04`: `/short\04`} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,12 +1,13 @@
 package linuxsandbox
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/agent-runner/agent-runner/procself"
 )
 
 // cgroupHost names where the runner learns its cgroups: its mount table,
@@ -131,88 +132,38 @@ func (m cgroupMount) dir(path string) (string, error) {
 	return filepath.Join(m.point, rel), nil
 }
 
-// readCgroupMounts returns the cgroup and cgroup2 mounts in a mountinfo
-// file: "id parent maj:min root point opts [tags] - fstype source superopts".
+// readCgroupMounts returns the cgroup and cgroup2 mounts of a mountinfo
+// file.
 func readCgroupMounts(path string) ([]cgroupMount, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	mounts, err := procself.Mounts(f)
+	if err != nil {
+		return nil, err
+	}
 	var out []cgroupMount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		sep := -1
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+3 >= len(fields) {
-			continue
-		}
-		m := cgroupMount{point: unescapeMountinfo(fields[4]), root: unescapeMountinfo(fields[3])}
-		switch fields[sep+1] {
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup2":
-			m.v2 = true
+			out = append(out, cgroupMount{point: m.Point, root: m.Root, v2: true})
 		case "cgroup":
-			m.ctrls = strings.Split(fields[sep+3], ",")
-		default:
-			continue
+			out = append(out, cgroupMount{point: m.Point, root: m.Root, ctrls: m.Super})
 		}
-		out = append(out, m)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for a space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// readCgroupMembership reads /proc/self/cgroup: controller -> path, with
-// "" for the unified hierarchy's "0::path" line.
+// readCgroupMembership reads a /proc/<pid>/cgroup file (procself.Cgroups).
 func readCgroupMembership(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			out[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c != "" {
-				out[c] = parts[2]
-			}
-		}
-	}
-	return out, sc.Err()
+	return procself.Cgroups(f)
 }
 
 // parentPid reads a process's parent from /proc/<pid>/stat (0 when gone).

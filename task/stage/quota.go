@@ -1,17 +1,17 @@
 package stage
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-runner/agent-runner/procself"
 )
 
 // DiskImage is the file backing a task's size-limited workspace.
@@ -74,33 +74,13 @@ func Mounted(l Layout) bool {
 	if abs, err := filepath.Abs(want); err == nil {
 		want = abs
 	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == want {
+	mounts, _ := procself.Mounts(f)
+	for _, m := range mounts {
+		if m.Point == want {
 			return true
 		}
 	}
 	return false
-}
-
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // Remount mounts an existing disk.img again (after a host reboot) when
