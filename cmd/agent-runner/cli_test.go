@@ -31,9 +31,19 @@ func TestMain(m *testing.M) {
 // cli runs the binary and returns stdout, stderr and the exit code.
 func cli(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
+	return runCLI(t, stdin, nil, args...)
+}
+
+// runCLI runs the binary with stdin and env added to its environment and
+// returns stdout, stderr and the exit code.
+func runCLI(t *testing.T, stdin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = t.TempDir()
 	cmd.Stdin = strings.NewReader(stdin)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
