@@ -63,8 +63,11 @@ func (r *Runner) Replay(ctx context.Context, runDir string) (ReplayReport, error
 	rep.WorkspaceSource = kind
 	req := old.req
 	req.JobID = NewJobID()
+	// The restored tree holds only the selected entries, but it keeps the
+	// include and exclude globs: the digest depends on them (with includes,
+	// directories are parents only and not listed), so dropping them hashed
+	// the restored parents and no replay with globs reproduced.
 	req.Workspace.Path = src
-	req.Workspace.Include, req.Workspace.Exclude = nil, nil
 	opts := Options{Attempt: 1}
 	if kind == "workspace" {
 		req.Workspace = old.req.Workspace

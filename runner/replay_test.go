@@ -89,3 +89,41 @@ func TestReplayRefusesASymlinkedSnapshotDirectory(t *testing.T) {
 		t.Errorf("replay = %+v; want reproduced from the unchanged original workspace", rep)
 	}
 }
+
+// TestReplayWithIncludeAndExcludeReproduces: a job whose workspace was
+// selected by include or exclude globs replays on its restored snapshot
+// and reproduces. The old replay dropped the globs, so the restored
+// workspace was hashed with its parent directories listed and the
+// workspace_snapshot_sha256 check never matched.
+func TestReplayWithIncludeAndExcludeReproduces(t *testing.T) {
+	files := map[string]string{"src/a.txt": "alpha\n", "src/deep/b.txt": "beta\n", "docs/c.txt": "gamma\n", "x.log": "log\n"}
+	for _, tc := range []struct {
+		name             string
+		include, exclude []string
+	}{
+		{"include", []string{"src/**"}, nil},
+		{"include directory", []string{"src"}, nil},
+		{"exclude", nil, []string{"*.log", "docs/**"}},
+		{"both", []string{"src/**", "x.log"}, []string{"src/deep/**"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, files)
+			req := f.request([]string{"find", ".", "-type", "f"}, "find")
+			req.Workspace.Include, req.Workspace.Exclude = tc.include, tc.exclude
+			res := f.run(req)
+			if res.Status != job.StatusCompleted {
+				t.Fatalf("run status = %q (%+v), want completed", res.Status, res.Error)
+			}
+			rep, err := replayWithin(t, f.r, f.r.Store().RunDir(res.JobID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rep.WorkspaceSource, "snapshot"; got != want {
+				t.Errorf("workspace source = %q, want %q", got, want)
+			}
+			if !rep.Reproduced {
+				t.Errorf("reproduced = false, want true; checks %+v", rep.Checks)
+			}
+		})
+	}
+}
