@@ -19,11 +19,23 @@ const CacheDir = "cache/workspaces"
 // layer from the store's cache plus a per-job upper layer under the run
 // directory. Prepare only lets overlay through to backends whose
 // Capabilities().Overlay is true.
+//
+// The layer is picked, marked used and named in snapshot.json under a
+// shared lock of the cache, so Retain (which takes it exclusively) sees
+// every layer a job has started on either as recently used or as
+// referenced by that job's run.
 func (e *execution) overlay(ctx context.Context, opt snapshot.Options) (backend.Workspace, error) {
-	lower, m, err := snapshot.OverlayLower(ctx, filepath.Join(e.r.store.Dir(), CacheDir), e.req.Workspace.Path, opt)
+	cache := filepath.Join(e.r.store.Dir(), CacheDir)
+	unlock, err := lockCache(cache, false)
 	if err != nil {
 		return backend.Workspace{}, err
 	}
+	defer unlock()
+	lower, m, err := snapshot.OverlayLower(ctx, cache, e.req.Workspace.Path, opt)
+	if err != nil {
+		return backend.Workspace{}, err
+	}
+	markLayerUsed(lower)
 	e.res.Replay.WorkspaceSnapshotSHA256 = m.SHA256
 	dir := e.r.store.RunDir(e.req.JobID)
 	ws := backend.Workspace{
