@@ -224,6 +224,7 @@ func serve(o serveOptions) error {
 	// Hourly, remove the build caches no job used for CacheMaxAge
 	// (runner.New collected once at start).
 	go r.CollectCachesEvery(ctx, time.Hour)
+	go r.RetainEvery(ctx, time.Hour, runner.DefaultRetention) // now and hourly: old runs, unused overlay layers
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
