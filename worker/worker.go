@@ -5,13 +5,22 @@
 // requests for the jobs it is running, and decides what a redelivered job
 // (one that was running when a worker died) does: run again, or finish as
 // interrupted when its request opted out of retries.
+//
+// Shutdown keeps the promise that a job still running when the grace
+// ends runs again after a restart: it is killed, its record is put back to
+// running (never left canceled), and its message is not acknowledged, so
+// the queue delivers it again.
 package worker
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,8 +32,16 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
+
+// errShutdown is the cause a job's context ends with when shutdown stops
+// it: the job is left to run again, not recorded as canceled.
+var errShutdown = errors.New("worker: stopped by shutdown")
+
+// killWait bounds how long Run waits for killed jobs to return.
+const killWait = 15 * time.Second
 
 // Config configures a Pool.
 type Config struct {
@@ -33,9 +50,16 @@ type Config struct {
 	Queue   *queue.Queue
 	Logger  *slog.Logger
 	// Grace bounds how long Run waits for running jobs after its context
-	// ends; jobs still running are left unacknowledged and run again
-	// after a restart.
+	// ends; jobs still running then are killed, their records put back to
+	// running and their messages left unacknowledged: they run again
+	// after a restart (or on another worker).
 	Grace time.Duration
+	// Abort, when closed during the grace, ends it at once (a second
+	// signal).
+	Abort <-chan struct{}
+	// Draining, when set, is told what the grace waits for when Run's
+	// context ends with jobs running (default: an info log line).
+	Draining func(grace time.Duration, jobIDs []string)
 	// Result and Stage, when set, observe every finished job and stage
 	// (metrics, traces).
 	Result func(job.Result)
@@ -84,9 +108,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer stop()
 	// Jobs run on their own context so that shutting down the pool stops
-	// fetching without killing work in progress.
-	jobsCtx, killJobs := context.WithCancel(context.Background())
-	defer killJobs()
+	// fetching without killing work in progress; when it ends, with
+	// errShutdown, the jobs are left to run again.
+	jobsCtx, killJobs := context.WithCancelCause(context.Background())
+	defer killJobs(errShutdown)
 	var wg sync.WaitGroup
 	for i := 0; i < p.cfg.Workers; i++ {
 		wg.Add(1)
@@ -98,12 +123,44 @@ func (p *Pool) Run(ctx context.Context) error {
 	<-ctx.Done()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	if ids := p.Running(); len(ids) > 0 {
+		p.draining(ids)
+	}
 	select {
 	case <-done:
+		return nil
 	case <-time.After(p.cfg.Grace):
-		p.log.Warn("shutdown grace expired; running jobs will be retried after restart")
+		p.log.Warn("shutdown grace expired; stopping running jobs, they run again after restart", "jobs", p.Running())
+	case <-p.cfg.Abort:
+		p.log.Warn("stopping running jobs now; they run again after restart", "jobs", p.Running())
+	}
+	killJobs(errShutdown)
+	select {
+	case <-done:
+	case <-time.After(killWait):
+		p.log.Error("killed jobs did not return; exiting without them", "jobs", p.Running())
 	}
 	return nil
+}
+
+// Running returns the ids of the jobs this pool is running, sorted.
+func (p *Pool) Running() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]string, 0, len(p.running))
+	for id := range p.running {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (p *Pool) draining(ids []string) {
+	if p.cfg.Draining != nil {
+		p.cfg.Draining(p.cfg.Grace, ids)
+		return
+	}
+	p.log.Info("waiting for running jobs", "grace", p.cfg.Grace.String(), "jobs", ids)
 }
 
 // Cancel cancels a job this pool is running; it reports whether it was.
@@ -164,9 +221,14 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		res = p.cfg.Runner.Terminate(req, job.AsError(err), d.Attempt)
 		p.publishStatus(req.JobID, res.Status, d.Attempt)
 	} else {
-		var ran bool
-		if res, ran = p.execute(ctx, req, d); !ran {
+		var end outcome
+		switch res, end = p.execute(ctx, req, d); end {
+		case finishedBefore:
 			_ = d.Done(context.Background()) // canceled while it was being taken
+			return
+		case stopped:
+			// Not acknowledged: the queue delivers it again.
+			log.Warn("job stopped by shutdown; it runs again after restart")
 			return
 		}
 	}
@@ -179,9 +241,20 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 	}
 }
 
-// execute runs the job; ran is false when it turned out to be finished
-// (canceled while queued) once this worker was registered to hear cancels.
-func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (res job.Result, ran bool) {
+// outcome is how execute ended.
+type outcome int
+
+const (
+	ran            outcome = iota // the job ran and its result is recorded
+	finishedBefore                // canceled while queued: nothing ran
+	stopped                       // shutdown stopped it: to run again
+)
+
+// execute runs the job. It reports finishedBefore when the job turned out
+// to be finished (canceled while queued) once this worker was registered
+// to hear cancels, and stopped when shutdown killed it (or came before it
+// started): its record then says running again, for the next attempt.
+func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (res job.Result, end outcome) {
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.mu.Lock()
@@ -196,7 +269,10 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 	// cancel message, so this check and the registration above leave no
 	// window in which a canceled job starts.
 	if _, err := p.cfg.Runner.Store().ReadResult(req.JobID); err == nil {
-		return job.Result{}, false
+		return job.Result{}, finishedBefore
+	}
+	if ctx.Err() != nil {
+		return job.Result{}, stopped // taken as shutdown began: never started
 	}
 	p.started(req, d.Attempt)
 	// Keep the message alive while the job runs.
@@ -224,9 +300,15 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 			p.cfg.Stage(id, name, dur)
 		}
 	}
+	shutdown := func() bool { return errors.Is(context.Cause(ctx), errShutdown) }
 	res = p.cfg.Runner.Execute(jobCtx, req, runner.Options{
 		Attempt: d.Attempt,
-		Status:  func(id string, s job.Status) { p.publishStatus(id, s, d.Attempt) },
+		Status: func(id string, s job.Status) {
+			if s.Terminal() && shutdown() {
+				return // not final: the job runs again
+			}
+			p.publishStatus(id, s, d.Attempt)
+		},
 		Output: func(id, stream string, b []byte) {
 			_ = q.Publish(queue.Event{Type: stream, JobID: id, Data: append([]byte(nil), b...)})
 		},
@@ -236,7 +318,27 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 		},
 		Stage: stage,
 	})
-	return res, true
+	// A job that finished on its own as shutdown came keeps its result;
+	// any other ending then was the kill.
+	if shutdown() && res.Status != job.StatusCompleted {
+		if err := p.reopen(req, d.Attempt); err != nil {
+			p.log.Error("cannot put a stopped job's record back to running", telemetry.KeyJobID, req.JobID, "error", err)
+		}
+		return res, stopped
+	}
+	return res, ran
+}
+
+// reopen undoes the record of an attempt that shutdown killed: the
+// runner wrote it as canceled, but the job is not over. Without
+// result.json and with status.json saying running, the redelivery is
+// taken as the next attempt.
+func (p *Pool) reopen(req job.Request, attempt int) error {
+	st := p.cfg.Runner.Store()
+	if err := os.Remove(filepath.Join(st.RunDir(req.JobID), store.ResultFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the result of a stopped attempt")
+	}
+	return st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusRunning, Attempt: attempt, Backend: req.Backend.Kind})
 }
 
 func (p *Pool) admit(req job.Request) error {
