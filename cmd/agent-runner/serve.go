@@ -143,6 +143,8 @@ func serve(o serveOptions) error {
 	cfg := runner.Config{
 		StoreDir: o.storeDir, DefaultBackend: defaultKind, Backends: enabledBackends(o.unsafeLocal),
 		Durable: o.durable, Logger: log,
+		// Nodes of one queue reachable from other processes share the store.
+		SharedStore: o.natsURL != "" || o.natsListen != "",
 	}
 	if err := o.network.runnerConfig(&cfg, log, reg); err != nil {
 		return err
@@ -151,8 +153,9 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
+	sig, stop := shutdownSignals()
 	defer stop()
+	ctx := sig.Ctx
 	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken, SyncAlways: o.durable})
 	if err != nil {
 		return err
@@ -215,6 +218,7 @@ func serve(o serveOptions) error {
 		m := api.Metrics()
 		pool := worker.New(worker.Config{
 			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer, Admit: admitWorkspace(roots),
+			Abort: sig.Force, Draining: drainingLog(log),
 			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
 			Result:  func(res job.Result) { m.Finished(res, true) },
 			Stage:   func(_, stage string, d time.Duration) { m.Stage(stage, d) },
@@ -229,6 +233,13 @@ func serve(o serveOptions) error {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		go func() {
+			select {
+			case <-sig.Force:
+				cancel()
+			case <-sctx.Done():
+			}
+		}()
 		srv.Shutdown(sctx)
 	}()
 	log.Info("serving", "addr", ln.Addr().String(), "store_dir", r.Store().Dir(), "workers", o.workers, "queue_capacity", o.capacity, "auth", tokens != nil,
@@ -237,6 +248,9 @@ func serve(o serveOptions) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "server failed")
 	}
 	<-poolDone
+	if sig.Forced() {
+		return forcedError()
+	}
 	log.Info("stopped")
 	return nil
 }

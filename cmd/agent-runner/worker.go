@@ -40,7 +40,9 @@ func init() {
 		Long: "worker joins the job queue that `serve --nats URL` or `serve --nats-listen ADDR`\n" +
 			"created, pulls jobs and runs them, writing run records under --store-dir\n" +
 			"(which the API node must share to serve the results). It hears cancel\n" +
-			"requests; on SIGTERM it stops pulling and lets running jobs finish.\n" +
+			"requests; on SIGTERM it stops pulling and lets running jobs finish within\n" +
+			"--shutdown-grace; jobs still running then, or at a second signal, are\n" +
+			"killed and run again after restart.\n" +
 			"The NATS token, if the server needs one, comes from AGENT_RUNNER_NATS_TOKEN.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,7 +59,7 @@ func init() {
 				return err
 			}
 			warnUnsafeLocal(log, unsafeLocal, kind)
-			cfg := runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log}
+			cfg := runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log, SharedStore: true}
 			if err := network.runnerConfig(&cfg, log, nil); err != nil {
 				return err
 			}
@@ -65,8 +67,9 @@ func init() {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
+			sig, stop := shutdownSignals()
 			defer stop()
+			ctx := sig.Ctx
 			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true, Token: os.Getenv("AGENT_RUNNER_NATS_TOKEN")})
 			if err != nil {
 				return err
@@ -77,7 +80,11 @@ func init() {
 				return usageError{err}
 			}
 			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
-			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots)}).Run(ctx)
+			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
+				Abort: sig.Force, Draining: drainingLog(log)}).Run(ctx)
+			if err == nil && sig.Forced() {
+				err = forcedError()
+			}
 			log.Info("worker stopped")
 			return err
 		},
