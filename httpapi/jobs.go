@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,10 +22,6 @@ import (
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
-
-// submitMu serializes the check-then-create of a job id, so two
-// concurrent submits of the same id cannot both create it.
-var submitMu sync.Mutex
 
 // Accepted is the 202 body of POST /v1/jobs.
 type Accepted struct {
@@ -91,28 +86,24 @@ func (s *Server) Submit(ctx context.Context, req *job.Request) (Accepted, bool, 
 	}
 	span.SetAttributes(attribute.String(telemetry.KeyJobID, req.JobID))
 	st := s.cfg.Runner.Store()
-	submitMu.Lock()
-	if st.Exists(req.JobID) {
-		submitMu.Unlock()
-		acc, err := s.resubmit(*req)
-		return acc, false, err
-	}
-	err := st.Create(req.JobID)
-	submitMu.Unlock()
-	if err == nil {
-		err = st.WriteRequest(*req)
-	}
-	if err == nil {
-		err = st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusQueued, Backend: req.Backend.Kind})
-	}
-	if err == nil {
-		// The queued event goes out before the job can reach a worker, so
-		// it always precedes "running" in the event stream.
-		_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
-		payload, _ := json.Marshal(req)
-		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)
+	// The claim is atomic: of concurrent submits of one id one creates the
+	// record; the others find the complete request and compare it.
+	created, err := st.Claim(*req, store.StatusRecord{JobID: req.JobID, Status: job.StatusQueued, Backend: req.Backend.Kind})
+	if job.CodeOf(err) == job.CodeJobConflict {
+		return Accepted{}, false, err
 	}
 	if err != nil {
+		s.metrics.rejected(job.CodeOf(err))
+		return Accepted{}, false, err // nothing was created
+	}
+	if !created {
+		return s.resubmit(*req), false, nil
+	}
+	// The queued event goes out before the job can reach a worker, so it
+	// always precedes "running" in the event stream.
+	_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
+	payload, _ := json.Marshal(req)
+	if err := s.cfg.Queue.Enqueue(ctx, req.JobID, payload); err != nil {
 		_ = st.Remove(req.JobID) // nothing half-accepted stays behind
 		s.metrics.rejected(job.CodeOf(err))
 		return Accepted{}, false, err
@@ -138,19 +129,14 @@ func (s *Server) admit(req *job.Request) error {
 	return nil
 }
 
-// resubmit answers a submit whose job_id exists: the same request is
-// idempotent, a different one is a conflict.
-func (s *Server) resubmit(req job.Request) (Accepted, error) {
-	st := s.cfg.Runner.Store()
-	prev, err := st.ReadRequest(req.JobID)
-	if err != nil || job.RequestSHA256(prev) != job.RequestSHA256(req) {
-		return Accepted{}, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID)
-	}
+// resubmit answers a submit of the request already stored under its
+// job_id (store.Claim compared them): the job as it stands.
+func (s *Server) resubmit(req job.Request) Accepted {
 	status := job.StatusQueued
-	if rec, err := st.ReadStatus(req.JobID); err == nil {
+	if rec, err := s.cfg.Runner.Store().ReadStatus(req.JobID); err == nil {
 		status = rec.Status
 	}
-	return Accepted{JobID: req.JobID, Status: status}, nil
+	return Accepted{JobID: req.JobID, Status: status}
 }
 
 // Wait blocks until job id is terminal and returns its result (job.not_found

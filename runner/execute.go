@@ -32,8 +32,16 @@ type execution struct {
 
 // Execute runs a prepared request (see Prepare) through the pipeline and
 // records it. It always returns a Result; record-write failures are
-// reported in the result's error.
+// reported in the result's error. An id whose record has result.json is not
+// run again: its stored result is returned and the record left as it is.
 func (r *Runner) Execute(ctx context.Context, req job.Request, opts Options) job.Result {
+	return r.execute(ctx, req, opts, false)
+}
+
+// execute is Execute; with wait, an id running in this runner is waited
+// for (until ctx ends) instead of being job.conflict, and then answered
+// from its record.
+func (r *Runner) execute(ctx context.Context, req job.Request, opts Options, wait bool) job.Result {
 	e := &execution{r: r, req: req, opts: opts, start: time.Now().UTC()}
 	e.stdout = capture.New(req.Limits.MaxStdoutBytes, e.live("stdout"))
 	e.stderr = capture.New(req.Limits.MaxStderrBytes, e.live("stderr"))
@@ -51,7 +59,19 @@ func (r *Runner) Execute(ctx context.Context, req job.Request, opts Options) job
 		Trace:   req.Trace,
 		Attempt: opts.Attempt,
 	}
-	if _, busy := r.active.LoadOrStore(req.JobID, struct{}{}); busy {
+	done := make(chan struct{})
+	for {
+		prev, busy := r.active.LoadOrStore(req.JobID, done)
+		if !busy {
+			break
+		}
+		if wait {
+			select {
+			case <-prev.(chan struct{}):
+				continue
+			case <-ctx.Done():
+			}
+		}
 		// Nothing is written: the record belongs to the running attempt.
 		e.res.Status = job.StatusFailed
 		e.res.Error = job.Errorf(job.CodeJobConflict, "job_id is already running in this runner").With("job_id", req.JobID)
@@ -59,7 +79,17 @@ func (r *Runner) Execute(ctx context.Context, req job.Request, opts Options) job
 		e.res.Stdout, e.res.Stderr = e.stdout.Output(), e.stderr.Output()
 		return e.res
 	}
-	defer r.active.Delete(req.JobID)
+	defer func() { r.active.Delete(req.JobID); close(done) }()
+	// A finished record is never rewritten: a redelivered or repeated id
+	// gets the stored result.
+	if res, err := r.store.ReadResult(req.JobID); err == nil {
+		return res
+	} else if job.CodeOf(err) != job.CodeJobNotFound {
+		e.res.Status = job.StatusFailed
+		e.res.Error = job.AsError(err)
+		e.res.EndedAt = time.Now().UTC()
+		return e.res
+	}
 	if err := e.begin(); err != nil {
 		return e.finish(err)
 	}
@@ -108,8 +138,9 @@ func (e *execution) begin() error {
 }
 
 // unfinishedLeftovers are what an attempt writes after request.json and
-// status.json.
-var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, store.ResultFile, EgressFile}
+// status.json, result.json aside (a record with one is finished and
+// Execute never reaches begin).
+var unfinishedLeftovers = []string{store.SnapshotDir, store.ArtifactsDir, "overlay", SnapshotManifestFile, store.StdoutFile, store.StderrFile, EgressFile}
 
 // clearUnfinished removes them (one directory read when there are none,
 // as for a job the HTTP door accepted).

@@ -57,6 +57,10 @@ type Config struct {
 	// buildcache.DefaultMaxAge).
 	CacheMaxBytes int64
 	CacheMaxAge   time.Duration
+	// SharedStore opens the store with its lock shared (store.OpenShared):
+	// for API nodes and workers of one queue that share a store. Otherwise
+	// this process owns the store and another process is refused.
+	SharedStore bool
 }
 
 // DefaultBaseEnv is every child's starting environment unless configured.
@@ -71,7 +75,8 @@ type Runner struct {
 	store  *store.Store
 	caches *buildcache.Caches
 	log    *slog.Logger
-	// active holds the ids of jobs executing in this runner, so a
+	// active maps the ids of jobs executing in this runner to a channel
+	// closed when the attempt ends (Run waits on it), so a
 	// duplicate Execute of a running id cannot clear its record.
 	active sync.Map
 }
@@ -96,7 +101,11 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	st, err := store.Open(cfg.StoreDir)
+	open := store.Open
+	if cfg.SharedStore {
+		open = store.OpenShared
+	}
+	st, err := open(cfg.StoreDir)
 	if err != nil {
 		return nil, err
 	}
@@ -109,12 +118,16 @@ func New(cfg Config) (*Runner, error) {
 	}
 	caches, err := buildcache.Open(filepath.Join(st.Dir(), CachesDir))
 	if err != nil {
+		st.Close()
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the build caches")
 	}
 	r := &Runner{cfg: cfg, store: st, caches: caches, log: cfg.Logger.With("component", "runner")}
 	r.CollectCaches()
 	return r, nil
 }
+
+// Close releases the runner's hold of the store lock (see store.Open).
+func (r *Runner) Close() error { return r.store.Close() }
 
 // Store returns the run store.
 func (r *Runner) Store() *store.Store { return r.store }
@@ -181,16 +194,14 @@ func (r *Runner) Run(ctx context.Context, req job.Request, opts Options) (job.Re
 	if opts.Stage != nil {
 		opts.Stage(req.JobID, "validate", time.Since(start))
 	}
-	if r.store.Exists(req.JobID) {
-		prev, err := r.store.ReadRequest(req.JobID)
-		if err == nil && job.RequestSHA256(prev) != job.RequestSHA256(req) {
-			return job.Result{}, job.Errorf(job.CodeJobConflict, "job_id already used by a different request").With("job_id", req.JobID)
-		}
-		if res, err := r.store.ReadResult(req.JobID); err == nil {
-			return res, nil // idempotent: the job already ran
-		}
+	// The id is claimed atomically; a different request under it is
+	// job.conflict.
+	if _, err := r.store.Claim(req, store.StatusRecord{JobID: req.JobID, Status: job.StatusQueued, Backend: req.Backend.Kind}); err != nil {
+		return job.Result{}, err
 	}
-	return r.Execute(ctx, req, opts), nil
+	// The same request that ran or is running here is waited for and
+	// answered from its record.
+	return r.execute(ctx, req, opts, true), nil
 }
 
 // RunRequest is the one-call library entry (seed 002's run_request): it

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -50,10 +51,21 @@ type Store struct {
 	dir string
 	// Durable makes WriteResult fsync result.json and its directory.
 	Durable bool
+	close   sync.Once
 }
 
-// Open creates the store layout under dir if needed.
-func Open(dir string) (*Store, error) {
+// Open creates the store layout under dir if needed and takes the store's
+// lock (see LockFile) exclusively: a store another process holds is
+// job.conflict naming that process. Opens in one process share one lock;
+// it is released by the last Close, or when the process exits.
+func Open(dir string) (*Store, error) { return open(dir, false) }
+
+// OpenShared is Open with the lock shared with other processes that open
+// the store shared (API nodes and workers of one queue on a shared store);
+// it still refuses a store an exclusive owner holds, and is refused by one.
+func OpenShared(dir string) (*Store, error) { return open(dir, true) }
+
+func open(dir string, shared bool) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "store directory is not usable")
@@ -61,7 +73,20 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(abs, "runs"), 0o755); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create store directory")
 	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if err := acquire(abs, shared); err != nil {
+		return nil, err
+	}
 	return &Store{dir: abs}, nil
+}
+
+// Close releases this Store's hold of the store lock; later calls do
+// nothing.
+func (s *Store) Close() error {
+	s.close.Do(func() { release(s.dir) })
+	return nil
 }
 
 // Dir is the absolute store root.
