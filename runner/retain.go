@@ -28,10 +28,6 @@ type Retention struct {
 // DefaultRetention keeps terminal runs 7 days and unused layers 1 day.
 var DefaultRetention = Retention{Runs: 7 * 24 * time.Hour, Layers: 24 * time.Hour}
 
-// cacheLockFile, inside CacheDir, is flocked shared by every job while it
-// picks its layer and exclusively by Retain while it removes layers.
-const cacheLockFile = ".lock"
-
 // Temporary names inside CacheDir: a layer being filled (snapshot's
 // ".fill-") and a layer Retain is removing.
 const (
@@ -127,8 +123,6 @@ func (r *Runner) retainLayers(now time.Time, age time.Duration) ([]string, error
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case name == cacheLockFile:
-			continue
 		case strings.HasPrefix(name, fillPrefix), strings.HasPrefix(name, trashPrefix):
 			// No fill runs while the lock is exclusive: these are left
 			// over from a process that died.
@@ -188,12 +182,14 @@ func (r *Runner) referencedLayers(cache string) (map[string]bool, error) {
 }
 
 // lockCache creates cache if needed and flocks its lock file, shared or
-// exclusive, returning the release.
+// exclusive, returning the release. The lock file lies beside the cache
+// (cache/workspaces.lock), which holds only layers; every job holds it
+// shared while it picks its layer, Retain exclusively while it removes.
 func lockCache(cache string, exclusive bool) (func(), error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, job.Wrap(job.CodeSnapshotFailed, err, "cannot create the overlay layer cache")
 	}
-	f, err := os.OpenFile(filepath.Join(cache, cacheLockFile), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o644)
+	f, err := os.OpenFile(cache+".lock", os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, job.Wrap(job.CodeSnapshotFailed, err, "cannot open the overlay layer cache lock")
 	}
