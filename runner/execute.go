@@ -241,12 +241,12 @@ func (e *execution) run(ctx context.Context) error {
 		Stderr: e.stderr,
 	}
 	if e.req.Policy.Network == job.NetworkAllowlist {
-		br, bridge, err := e.openEgress(ctx, rules)
+		bridge, stop, err := e.openEgress(ctx, rules)
 		if err != nil {
 			return err
 		}
 		spec.Egress = bridge
-		defer br.Close()
+		defer stop()
 	}
 	out, err := b.Run(ctx, spec)
 	e.stage("backend", t)

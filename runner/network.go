@@ -2,10 +2,7 @@ package runner
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/egress"
@@ -40,19 +37,12 @@ func (r *Runner) networkRules(p job.Policy) ([]egress.Rule, *job.Error) {
 
 // openEgress starts the job's gateway bridge. Every decision is appended
 // to the run record's egress.jsonl and handed to Options.Egress.
-func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*egress.Bridge, *backend.Egress, error) {
-	var mu sync.Mutex
-	path := filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile)
+func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*backend.Egress, func(), error) {
+	log := egress.NewAuditLog(filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile))
 	audit := func(d egress.Decision) {
-		line, _ := json.Marshal(d)
-		mu.Lock()
-		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
-			f.Write(append(line, '\n'))
-			f.Close()
-		} else {
+		if err := log.Write(d); err != nil {
 			e.r.log.Warn("cannot record an egress decision", "job_id", e.req.JobID, "error", err)
 		}
-		mu.Unlock()
 		if e.opts.Egress != nil {
 			e.opts.Egress(e.req.JobID, d)
 		}
@@ -61,5 +51,8 @@ func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*egres
 	if err != nil {
 		return nil, nil, err
 	}
-	return br, &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, nil
+	// The bridge is closed first: its connections' last decisions are
+	// written before the log is.
+	stop := func() { br.Close(); log.Close() }
+	return &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, stop, nil
 }

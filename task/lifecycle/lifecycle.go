@@ -163,6 +163,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		}
 	}
 	net := newEgressRun(l, m)
+	defer net.close()
 	proxy, stopProxy, err := cloneProxy(ctx, cfg, t, net)
 	if err != nil {
 		return fail(err)

@@ -2,14 +2,11 @@ package lifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/egress"
@@ -78,30 +75,26 @@ func cloneRule(r manifest.Repository) (egress.Rule, bool, error) {
 // egressRun is a task's use of the gateway: the audit file and events
 // every decision goes to.
 type egressRun struct {
-	mu   sync.Mutex
-	path string
-	m    *state.Machine
+	log *egress.AuditLog
+	m   *state.Machine
 }
 
 func newEgressRun(l stage.Layout, m *state.Machine) *egressRun {
-	return &egressRun{path: filepath.Join(l.Progress(), EgressFile), m: m}
+	return &egressRun{log: egress.NewAuditLog(filepath.Join(l.Progress(), EgressFile)), m: m}
 }
 
 // audit records d in egress.jsonl and as an "egress" event.
 func (e *egressRun) audit(d egress.Decision) {
-	line, _ := json.Marshal(d)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if f, err := os.OpenFile(e.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err == nil {
-		f.Write(append(line, '\n'))
-		f.Close()
-	}
+	e.log.Write(d)
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "refused"
 	}
 	_ = e.m.Note("egress", fmt.Sprintf("%s %s:%d (%s, %s)", verdict, d.Host, d.Port, d.Mode, d.Rule))
 }
+
+// close closes the audit file once no bridge or clone proxy is left.
+func (e *egressRun) close() { e.log.Close() }
 
 // cloneProxy serves the clone of a remote repository: the gateway on a
 // loopback TCP port (git speaks to proxies over TCP) allowing only the
