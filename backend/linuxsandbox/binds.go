@@ -96,23 +96,7 @@ func sendBinds(sock *os.File, binds []bindMount, base int) error {
 }
 
 func sendIdmappedBind(sock *os.File, dir string, base int) error {
-	userns, err := layerUserns(base)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", dir, err)
-	}
-	defer unix.Close(fd)
-	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(userns),
-	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("idmap %s: %w", dir, err)
-	}
-	return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fd), nil, 0)
+	return sendIdmapped(sock, dir, base, 0)
 }
 
 // mountBinds runs in the init after the workspace and /tmp are mounted,

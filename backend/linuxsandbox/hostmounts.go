@@ -85,15 +85,10 @@ func sendHostMounts(sock *os.File, mounts []hostMount) error {
 }
 
 func sendHostMount(sock *os.File, m hostMount) error {
-	flags := unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE
+	flags := uint(unix.AT_RECURSIVE)
 	if m.NoFollow {
 		flags |= unix.AT_SYMLINK_NOFOLLOW
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, m.Source, uint(flags))
-	if err != nil {
-		return fmt.Errorf("open_tree %s: %w", m.Source, err)
-	}
-	defer unix.Close(fd)
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: unix.MS_PRIVATE}
 	if m.ReadOnly {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
@@ -101,10 +96,7 @@ func sendHostMount(sock *os.File, m hostMount) error {
 	if m.NoExec {
 		attr.Attr_set |= unix.MOUNT_ATTR_NOEXEC
 	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("set the attributes of %s: %w", m.Source, err)
-	}
-	return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fd), nil, 0)
+	return sendDetached(sock, m.Source, flags, &attr)
 }
 
 // received holds, in the init, the detached mounts the runner sent, by

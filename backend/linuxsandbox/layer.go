@@ -75,38 +75,45 @@ func layerUserns(base int) (int, error) {
 	return fd, nil
 }
 
-// idmappedLayer returns a detached, read-only mount of lower in which
-// layerOwner's files belong to the slot's workload uid. The sandbox init
-// attaches it (see receiveLayer) and stacks the overlay on it.
-func idmappedLayer(lower string, base int) (*os.File, error) {
-	userns, err := layerUserns(base)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, lower, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return nil, fmt.Errorf("open_tree %s: %w", lower, err)
-	}
-	attr := unix.MountAttr{
-		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(userns),
-	}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("idmap %s: %w", lower, err)
-	}
-	return os.NewFile(uintptr(fd), "layer"), nil
+// sendIdmappedLayer passes the init, over its layer socket, a detached,
+// read-only mount of lower in which layerOwner's files belong to the
+// slot's workload uid; the init attaches it (see receiveLayer) and stacks
+// the overlay on it.
+func sendIdmappedLayer(sock *os.File, lower string, base int) error {
+	return sendIdmapped(sock, lower, base, unix.MOUNT_ATTR_RDONLY)
 }
 
-// sendIdmappedLayer passes an idmapped mount of lower to the init over
-// its layer socket.
-func sendIdmappedLayer(sock *os.File, lower string, base int) error {
-	layer, err := idmappedLayer(lower, base)
+// sendIdmapped sends a detached mount of dir, idmapped so layerOwner's
+// files belong to the slot's workload uid, with nosuid, nodev and extra
+// (e.g. read-only) set.
+func sendIdmapped(sock *os.File, dir string, base int, extra uint64) error {
+	userns, err := layerUserns(base)
 	if err != nil {
 		return err
 	}
-	defer layer.Close()
-	return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(int(layer.Fd())), nil, 0)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | extra, Userns_fd: uint64(userns)}
+	return sendDetached(sock, dir, unix.AT_SYMLINK_NOFOLLOW, &attr)
+}
+
+// sendDetached clones the mount at dir (open_tree; openFlags adds to
+// OPEN_TREE_CLONE, e.g. AT_RECURSIVE), sets attr on the copy
+// (mount_setattr, recursively when AT_RECURSIVE is given) and sends it to
+// the init over sock: every host directory a root runner gives a
+// sandbox travels this way, so the sandbox's uid never walks its path.
+func sendDetached(sock *os.File, dir string, openFlags uint, attr *unix.MountAttr) error {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|openFlags)
+	if err != nil {
+		return fmt.Errorf("open_tree %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	setFlags := unix.AT_EMPTY_PATH
+	if openFlags&unix.AT_RECURSIVE != 0 {
+		setFlags |= unix.AT_RECURSIVE
+	}
+	if err := unix.MountSetattr(fd, "", uint(setFlags), attr); err != nil {
+		return fmt.Errorf("set the mount attributes of %s: %w", dir, err)
+	}
+	return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(fd), nil, 0)
 }
 
 // layerFD is the init's end of the layer socket.
