@@ -51,12 +51,9 @@ func ChildSocket(s *taskstore.Store) func(parentID, tokenHash string) (string, f
 		os.Chmod(sock, 0o666)
 		c := &children{api: &api{s: s}, parent: parentID, tokenHash: tokenHash}
 		mux := http.NewServeMux()
-		mux.HandleFunc("POST /v1/tasks", c.submit)
-		mux.HandleFunc("GET /v1/tasks", c.list)
-		mux.HandleFunc("GET /v1/tasks/{id}", c.own(c.api.get))
-		mux.HandleFunc("DELETE /v1/tasks/{id}", c.own(c.api.cancel))
-		mux.HandleFunc("GET /v1/tasks/{id}/artifacts", c.own(c.api.artifacts))
-		mux.HandleFunc("GET /v1/tasks/{id}/artifacts/{name...}", c.own(c.api.download))
+		for _, r := range c.routes() {
+			mux.HandleFunc(r.pattern, r.h)
+		}
 		srv := &http.Server{
 			Handler:           c.authenticate(mux),
 			ReadHeaderTimeout: childSocketReadHeaderTimeout,
@@ -68,6 +65,28 @@ func ChildSocket(s *taskstore.Store) func(parentID, tokenHash string) (string, f
 		go srv.Serve(newCapListener(ln, ChildSocketConns))
 		return sock, func() { srv.Close(); os.RemoveAll(dir) }, nil
 	}
+}
+
+// routes is the children socket's table (the doc comment of ChildSocket
+// lists the same; the OpenAPI document describes it as its own server).
+func (c *children) routes() []route {
+	return []route{
+		{"POST /v1/tasks", "", c.submit},
+		{"GET /v1/tasks", "", c.list},
+		{"GET /v1/tasks/{id}", "", c.own(c.api.get)},
+		{"DELETE /v1/tasks/{id}", "", c.own(c.api.cancel)},
+		{"GET /v1/tasks/{id}/artifacts", "", c.own(c.api.artifacts)},
+		{"GET /v1/tasks/{id}/artifacts/{name...}", "", c.own(c.api.download)},
+	}
+}
+
+// ChildPatterns lists the routes of the children socket ("METHOD /path").
+func ChildPatterns() []string {
+	var out []string
+	for _, r := range (&children{api: &api{}}).routes() {
+		out = append(out, r.pattern)
+	}
+	return out
 }
 
 type children struct {
@@ -116,7 +135,7 @@ func (c *children) submit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *children) list(w http.ResponseWriter, r *http.Request) {
-	var out []TaskStatus
+	out := []TaskStatus{}
 	for _, rec := range c.api.s.Children(c.parent) {
 		if st, err := c.api.status(rec.TaskID); err == nil {
 			out = append(out, st)

@@ -12,9 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 )
@@ -137,6 +135,9 @@ func (a *api) status(id string) (TaskStatus, error) {
 	}
 	st.Heartbeat, _ = agentrun.LastHeartbeat(filepath.Join(a.s.Dir(id), "outbox", "progress"))
 	if md, ok := lifecycle.ReadMetadata(a.s.Dir(id)); ok {
+		if md.Artifacts == nil {
+			md.Artifacts = []stage.Artifact{} // [] like every list the API answers, never null
+		}
 		st.Metadata = &md
 	}
 	return st, nil
@@ -159,49 +160,6 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
-}
-
-// list filters by state (comma list) and label (key=value), paged by
-// limit/offset, newest first.
-func (a *api) list(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var states []state.State
-	for _, s := range strings.Split(q.Get("state"), ",") {
-		if s != "" {
-			states = append(states, state.State(s))
-		}
-	}
-	limit, offset := 50, 0
-	if v := q.Get("limit"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 500 {
-			limit = n
-		}
-	}
-	if v := q.Get("offset"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-			offset = n
-		}
-	}
-	lk, lv, _ := strings.Cut(q.Get("label"), "=")
-	entries, _ := os.ReadDir(a.s.Root)
-	var all []TaskStatus
-	for _, e := range entries {
-		st, err := a.status(e.Name())
-		if err != nil {
-			continue
-		}
-		if len(states) > 0 && !slices.Contains(states, st.State) {
-			continue
-		}
-		if lk != "" && st.Labels[lk] != lv {
-			continue
-		}
-		all = append(all, st)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
-	total := len(all)
-	page := all[min(offset, total):min(offset+limit, total)]
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": page, "total_count": total, "limit": limit, "offset": offset})
 }
 
 func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
