@@ -1,0 +1,154 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/backend/localprocess"
+	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/task/lifecycle"
+	"github.com/agent-runner/agent-runner/task/taskapi"
+	"github.com/agent-runner/agent-runner/task/taskstore"
+)
+
+// mcpMethods are the methods of MCP's streamable HTTP transport, which
+// serve mounts at /mcp for every method (cmd/agent-runner/serve_mcp.go).
+var mcpMethods = []string{"POST", "GET", "DELETE"}
+
+// servedRoutes is every "METHOD /path" `agent-runner serve` answers on its
+// listener: the job routes, the task API and /mcp; path wildcards
+// {name...} are written {name} as OpenAPI does.
+func servedRoutes() []string {
+	var out []string
+	for _, r := range httpapi.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	out = append(out, taskapi.Patterns()...)
+	for _, m := range mcpMethods {
+		out = append(out, m+" /mcp")
+	}
+	return normalize(out)
+}
+
+var wildcard = regexp.MustCompile(`\{(\w+)\.\.\.\}`)
+
+func normalize(routes []string) []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = wildcard.ReplaceAllString(r, "{$1}")
+	}
+	sort.Strings(out)
+	return out
+}
+
+type openAPIOperation struct {
+	Tags  []string `json:"tags"`
+	Scope string   `json:"x-scope"`
+}
+
+// documented reads the document's operations, those tagged children (the
+// children socket's) apart from the rest; it fails on an operation
+// without a tag or, off the socket, without x-scope, and on a socket path
+// without its own server.
+func documented(t *testing.T) (served, children []string) {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(httpapi.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for path, ops := range doc.Paths {
+		_, hasServers := ops["servers"]
+		for method, raw := range ops {
+			if method == "parameters" || method == "servers" {
+				continue
+			}
+			var op openAPIOperation
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			route := strings.ToUpper(method) + " " + path
+			switch {
+			case len(op.Tags) == 0:
+				t.Errorf("%s has no tag", route)
+			case slices.Contains(op.Tags, "children"):
+				if !hasServers {
+					t.Errorf("%s is the children socket's but its path names no server", route)
+				}
+				children = append(children, route)
+				continue
+			case op.Scope == "" && path != "/health" && path != "/openapi.json":
+				t.Errorf("%s has no x-scope", route)
+			}
+			served = append(served, route)
+		}
+	}
+	sort.Strings(served)
+	sort.Strings(children)
+	return served, children
+}
+
+// TestOpenAPIMatchesRoutes: every route serve answers is documented and
+// every documented operation is served, and the same for the children
+// socket (documented as its own server, tag children).
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	served, children := documented(t)
+	if diff := cmp.Diff(servedRoutes(), served); diff != "" {
+		t.Errorf("serve's routes (-) against /openapi.json (+):\n%s", diff)
+	}
+	if diff := cmp.Diff(normalize(taskapi.ChildPatterns()), children); diff != "" {
+		t.Errorf("children socket routes (-) against /openapi.json tag children (+):\n%s", diff)
+	}
+}
+
+// TestOpenAPIRoutesAnswer sends every documented operation of the job and
+// task APIs to a server mounted as serve mounts them: none may be the
+// router's own 404 or 405 (text/plain), so a documented path that is
+// spelt differently from the registered one fails. /mcp is left out: its
+// handler is wired in cmd/agent-runner and answers every method.
+func TestOpenAPIRoutesAnswer(t *testing.T) {
+	e := newEnv(t, opts{})
+	store, err := taskstore.New(filepath.Join(t.TempDir(), "tasks"), lifecycle.Config{Backend: localprocess.Backend{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskapi.Routes(e.api.Mux(), store, e.api.Auth)
+	id := e.submit(e.request([]string{"true"}, "true"))
+	e.wait(id)
+	served, _ := documented(t)
+	for _, op := range served {
+		method, path, _ := strings.Cut(op, " ")
+		if path == "/mcp" {
+			continue
+		}
+		path = strings.NewReplacer("{job_id}", id, "{id}", "no-such-task", "{path}", "no/such/file", "{name}", "none").Replace(path)
+		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(""))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		routerMiss := resp.StatusCode == http.StatusMethodNotAllowed ||
+			(resp.StatusCode == http.StatusNotFound && !strings.Contains(resp.Header.Get("Content-Type"), "json"))
+		if routerMiss {
+			t.Errorf("%s %s = %d %q: the router has no such route", method, path, resp.StatusCode, body)
+		}
+		// A GET of a finished job's JSON or event routes, and of the
+		// service's, answers 200.
+		if method == "GET" && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/ws/") &&
+			!strings.HasSuffix(path, "/ws") && !strings.Contains(path, "no/such/file") && resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
+		}
+	}
+}
