@@ -72,6 +72,12 @@ type Config struct {
 	// Admit, when set, checks a pulled job before it runs (the worker's
 	// own --workspace-root); a job it refuses ends with that error.
 	Admit func(job.Request) error
+	// Recorded, when set, is called once a job's result is recorded and
+	// before its message is acknowledged (remote.PublishJob carries the
+	// record to an API node with its own store). An error leaves the
+	// message unacknowledged: the job is delivered again, and a worker
+	// that finds the result recorded calls Recorded again.
+	Recorded func(ctx context.Context, jobID string) error
 }
 
 // Pool is a set of workers.
@@ -199,7 +205,9 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 	log = log.With(telemetry.KeyTraceID, req.Trace.String(job.TraceID))
 	st := p.cfg.Runner.Store()
 	if _, err := st.ReadResult(req.JobID); err == nil {
-		_ = d.Done(ctx) // already finished or canceled while queued
+		if p.recorded(ctx, d) {
+			_ = d.Done(ctx) // already finished or canceled while queued
+		}
 		return
 	}
 	// A job whose record says running was interrupted: its worker died.
@@ -224,13 +232,18 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		var end outcome
 		switch res, end = p.execute(ctx, req, d); end {
 		case finishedBefore:
-			_ = d.Done(context.Background()) // canceled while it was being taken
+			if p.recorded(ctx, d) {
+				_ = d.Done(context.Background()) // canceled while it was being taken
+			}
 			return
 		case stopped:
 			// Not acknowledged: the queue delivers it again.
 			log.Warn("job stopped by shutdown; it runs again after restart")
 			return
 		}
+	}
+	if !p.recorded(ctx, d) {
+		return
 	}
 	if err := d.Done(context.Background()); err != nil {
 		log.Error("ack failed; the job may run again", "error", err)
@@ -339,6 +352,34 @@ func (p *Pool) reopen(req job.Request, attempt int) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the result of a stopped attempt")
 	}
 	return st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusRunning, Attempt: attempt, Backend: req.Backend.Kind})
+}
+
+// recorded hands a job whose result is recorded to cfg.Recorded, keeping
+// its message alive meanwhile (a large record takes a while). False means
+// it failed: the message is left unacknowledged, to be delivered again.
+func (p *Pool) recorded(ctx context.Context, d queue.Delivery) bool {
+	if p.cfg.Recorded == nil {
+		return true
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = d.KeepAlive()
+			}
+		}
+	}()
+	if err := p.cfg.Recorded(ctx, d.JobID); err != nil {
+		p.log.Error("cannot hand over the job's record; it is delivered again", telemetry.KeyJobID, d.JobID, "error", err)
+		return false
+	}
+	return true
 }
 
 func (p *Pool) admit(req job.Request) error {

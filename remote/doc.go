@@ -1,0 +1,36 @@
+// Package remote carries run records from a worker to the API node over
+// the NATS JetStream the queue already uses, so the two need no shared
+// filesystem.
+//
+// A record is a directory (a job's runs/<id>/) with one commit file
+// (result.json) whose presence means "finished". Kind says which files of
+// the directory travel and which one commits; jobs are the Jobs kind, and
+// tasks can be another kind with their own directory and commit file.
+//
+//   - Worker side, Publisher: once the record is written and before the
+//     queue message is acknowledged, the files go to the object store
+//     bucket AR_RECORDS (objects <kind>/<id>/<path>), except small ones,
+//     which ride in the message itself; then a Manifest (kind, id,
+//     attempt, every file's path, size and SHA-256, the commit file last)
+//     is published on the file-backed work-queue stream AR_RECORDS
+//     (subject ar.records.<kind>.<id>). A failed upload leaves the job
+//     unacknowledged, so the queue delivers it again.
+//   - API side, Mirror: a durable consumer takes each manifest, checks it
+//     as untrusted input (paths through package safepath, a size and file
+//     count cap), writes every file into the node's own record directory
+//     through an os.Root, verifies each SHA-256, and writes the commit file
+//     last and only if absent (a finished record is never rewritten). Then
+//     it acknowledges the manifest and deletes the objects. A record the
+//     node already has (a shared store) is acknowledged as it is. A
+//     manifest that can never be applied ends the job with a recorded
+//     reason instead of leaving it running.
+//   - Status: the Mirror also follows the status events workers publish
+//     on ar.events.<id> and moves a job that has no result forward to
+//     running with its attempt, so GET shows the job running on another
+//     host.
+//
+// The worker publishes its terminal status event before the record has
+// reached the API node; the Mirror publishes the terminal status again
+// once the commit file is written, so waiters (GET ?wait, Wait) wake when
+// the result can be read.
+package remote

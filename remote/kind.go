@@ -1,0 +1,56 @@
+package remote
+
+import (
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/store"
+)
+
+// Kind is one sort of record directory that travels: which top-level
+// entries of the directory are carried (a directory is carried whole) and
+// which file commits the record.
+type Kind struct {
+	// Name is one subject token and object name prefix: "job", "task".
+	Name string
+	// Files are the top-level names carried besides Commit; a missing one
+	// is left out.
+	Files []string
+	// Commit is the top-level file written last on the receiving side and
+	// never replaced there.
+	Commit string
+	// Keep are top-level files the receiving side writes only when it
+	// has none (the request an API node stored when it accepted the job).
+	Keep []string
+	// ValidID reports whether an id may name a record directory.
+	ValidID func(id string) bool
+}
+
+// Jobs is the job run record: what GET /v1/jobs/{id}, its artifacts and
+// downloads read, the request for nodes that never saw it, and the egress
+// audit. The workspace snapshot stays on the worker (a replay on the API
+// node starts from the original workspace).
+var Jobs = Kind{
+	Name:    "job",
+	Files:   []string{store.RequestFile, store.StdoutFile, store.StderrFile, runner.EgressFile, store.ArtifactsDir},
+	Commit:  store.ResultFile,
+	Keep:    []string{store.RequestFile},
+	ValidID: store.ValidJobID,
+}
+
+// carried reports whether top is an entry k carries.
+func (k Kind) carried(top string) bool {
+	if top == k.Commit {
+		return true
+	}
+	for _, f := range k.Files {
+		if f == top {
+			return true
+		}
+	}
+	return false
+}
+
+// subject is the records subject of one id.
+func (k Kind) subject(id string) string { return recordsPrefix + k.Name + "." + id }
+
+// object is the object name of one file of a record.
+func (k Kind) object(id, path string) string { return k.Name + "/" + id + "/" + path }

@@ -1,0 +1,301 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Retry bounds: a record that fails to apply (an object missing or
+// corrupt, a disk error) is tried this many times, with a growing delay,
+// before its job is ended with the reason.
+const (
+	maxTries         = 5
+	mirrorAckWait    = 30 * time.Second
+	keepAliveEvery   = 5 * time.Second
+	maxManifestBytes = 64 << 20
+)
+
+// MirrorConfig configures a Mirror.
+type MirrorConfig struct {
+	Kind Kind
+	// Dir is the record directory of id on this node (created if absent).
+	Dir    func(id string) string
+	Limits Limits
+	// Durable fsyncs the commit file and its directory.
+	Durable bool
+	// Committed, when set, is called after this Mirror wrote a record's
+	// commit file and before the manifest is acknowledged (job status,
+	// the terminal event).
+	Committed func(ctx context.Context, m Manifest)
+	// Refused, when set, records why the record of id can never be
+	// applied, so its job does not stay unfinished. It is not called
+	// when the commit file is already there.
+	Refused func(ctx context.Context, id string, attempt int, err *job.Error)
+	Logger  *slog.Logger
+}
+
+// Mirror is the API node's side: it applies the records workers publish
+// to this node's own record directories.
+type Mirror struct {
+	cfg  MirrorConfig
+	obs  jetstream.ObjectStore
+	cons jetstream.Consumer
+	log  *slog.Logger
+}
+
+// NewMirror creates (or updates) the records stream, the bucket and the
+// durable consumer of cfg.Kind on the NATS server of nc. Mirrors of one
+// kind on several API nodes share the consumer, so they must share one
+// store.
+func NewMirror(ctx context.Context, nc *nats.Conn, cfg MirrorConfig) (*Mirror, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Limits = cfg.Limits.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot open JetStream")
+	}
+	stream, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:      RecordsStream,
+		Subjects:  []string{recordsPrefix + ">"},
+		Retention: jetstream.WorkQueuePolicy,
+		Storage:   jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records stream")
+	}
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: Bucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records bucket")
+	}
+	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       "mirror_" + cfg.Kind.Name,
+		FilterSubject: recordsPrefix + cfg.Kind.Name + ".*",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       mirrorAckWait,
+	})
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records consumer")
+	}
+	return &Mirror{cfg: cfg, obs: obs, cons: cons, log: cfg.Logger.With("component", "remote", "kind", cfg.Kind.Name)}, nil
+}
+
+// Run applies records until ctx ends.
+func (m *Mirror) Run(ctx context.Context) error {
+	cc, err := m.cons.Consume(func(msg jetstream.Msg) { m.handle(ctx, msg) })
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot consume records")
+	}
+	<-ctx.Done()
+	cc.Stop()
+	<-cc.Closed()
+	return nil
+}
+
+func (m *Mirror) handle(ctx context.Context, msg jetstream.Msg) {
+	k := m.cfg.Kind
+	id := strings.TrimPrefix(msg.Subject(), recordsPrefix+k.Name+".")
+	log := m.log.With("id", id)
+	man, ref, err := m.manifest(ctx, msg.Data(), id)
+	if err != nil {
+		m.refuse(ctx, msg, man, ref, id, err)
+		return
+	}
+	stop := keepAlive(msg)
+	written, err := m.apply(ctx, man)
+	stop()
+	if ctx.Err() != nil {
+		return // not acknowledged: applied again after a restart
+	}
+	if err != nil {
+		if tries := delivered(msg); tries < maxTries {
+			log.Warn("cannot apply a record; trying again", "try", tries, "error", err)
+			_ = msg.NakWithDelay(time.Duration(tries) * time.Second)
+			return
+		}
+		m.refuse(ctx, msg, man, ref, id, err)
+		return
+	}
+	if written && m.cfg.Committed != nil {
+		m.cfg.Committed(ctx, man)
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		log.Warn("cannot acknowledge a record; it is applied again", "error", err)
+		return
+	}
+	m.deleteObjects(ctx, man, ref)
+}
+
+// manifest decodes a message (fetching a manifest too large for one) and
+// checks it. Its errors are permanent.
+func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest, bool, error) {
+	k := m.cfg.Kind
+	var man Manifest
+	if err := json.Unmarshal(data, &man); err != nil {
+		return Manifest{}, false, job.Wrap(job.CodeInvalidRequest, err, "undecodable record manifest")
+	}
+	if man.ID != id || man.Kind != k.Name || !k.ValidID(id) {
+		return Manifest{}, false, job.Errorf(job.CodeInvalidRequest, "record manifest names another record").With("id", man.ID)
+	}
+	ref := man.Ref
+	if ref {
+		r, err := m.obs.Get(ctx, k.object(id, manifestObject))
+		if err != nil {
+			return man, ref, job.Wrap(job.CodeRunIOFailed, err, "record manifest object is missing")
+		}
+		defer r.Close()
+		b, err := io.ReadAll(io.LimitReader(r, maxManifestBytes+1))
+		if err != nil || len(b) > maxManifestBytes {
+			return man, ref, job.Errorf(job.CodeRecordTooLarge, "record manifest is unreadable or larger than %d bytes", maxManifestBytes)
+		}
+		var full Manifest
+		if err := json.Unmarshal(b, &full); err != nil {
+			return man, ref, job.Wrap(job.CodeInvalidRequest, err, "undecodable record manifest")
+		}
+		if full.ID != id || full.Kind != k.Name {
+			return man, ref, job.Errorf(job.CodeInvalidRequest, "record manifest names another record").With("id", full.ID)
+		}
+		man = full
+	}
+	if err := man.check(k, m.cfg.Limits); err != nil {
+		// Only a checked manifest names objects that may be deleted.
+		return Manifest{Kind: man.Kind, ID: id, Attempt: man.Attempt}, ref, err
+	}
+	return man, ref, nil
+}
+
+// refuse ends a record that cannot be applied: its job gets the reason
+// (unless it already has a result), the manifest is acknowledged, and its
+// objects are deleted.
+func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, ref bool, id string, err error) {
+	jerr := job.AsError(err)
+	m.log.Error("record refused; its job ends with the reason", "id", id, "error", err)
+	if m.cfg.Kind.ValidID(id) && !m.committed(id) && m.cfg.Refused != nil {
+		m.cfg.Refused(ctx, id, man.Attempt, job.Errorf(jerr.Code, "the worker's record could not be carried to this node: %s", jerr.Message).With("id", id))
+	}
+	if err := msg.DoubleAck(ctx); err != nil {
+		m.log.Warn("cannot acknowledge a refused record", "id", id, "error", err)
+		return
+	}
+	m.deleteObjects(ctx, man, ref)
+}
+
+func (m *Mirror) committed(id string) bool {
+	_, err := os.Lstat(filepath.Join(m.cfg.Dir(id), m.cfg.Kind.Commit))
+	return err == nil
+}
+
+// deleteObjects removes what a record left in the bucket.
+func (m *Mirror) deleteObjects(ctx context.Context, man Manifest, ref bool) {
+	k := m.cfg.Kind
+	names := []string{}
+	if ref {
+		names = append(names, k.object(man.ID, manifestObject))
+	}
+	for _, f := range man.Files {
+		if !f.Inline {
+			names = append(names, k.object(man.ID, f.Path))
+		}
+	}
+	for _, name := range names {
+		if err := m.obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			m.log.Warn("cannot delete a record object", "object", name, "error", err)
+		}
+	}
+}
+
+// apply writes a checked manifest's files into the record directory, the
+// commit file last and only when absent. It reports whether it wrote the
+// commit file.
+func (m *Mirror) apply(ctx context.Context, man Manifest) (bool, error) {
+	k := m.cfg.Kind
+	if m.committed(man.ID) {
+		return false, nil // a shared store, or applied before
+	}
+	dir := m.cfg.Dir(man.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot create the record directory")
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot open the record directory")
+	}
+	defer root.Close()
+	for _, f := range man.Files {
+		if slices.Contains(k.Keep, f.Path) {
+			if _, err := root.Lstat(f.Path); err == nil {
+				continue
+			}
+		}
+		src, err := m.open(ctx, man.ID, f)
+		if err != nil {
+			return false, err
+		}
+		w := fileWriter{root: root, durable: m.cfg.Durable}
+		if f.Path == k.Commit {
+			err = w.create(src, f)
+		} else {
+			err = w.replace(src, f)
+		}
+		src.Close()
+		if errors.Is(err, os.ErrExist) {
+			return false, nil // committed meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// open returns the content of one file of a record.
+func (m *Mirror) open(ctx context.Context, id string, f File) (io.ReadCloser, error) {
+	if f.Inline {
+		return io.NopCloser(strings.NewReader(string(f.Data))), nil
+	}
+	r, err := m.obs.Get(ctx, m.cfg.Kind.object(id, f.Path))
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot fetch a record file").With("path", f.Path)
+	}
+	return r, nil
+}
+
+// keepAlive tells the server a long apply is still in progress.
+func keepAlive(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(keepAliveEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func delivered(msg jetstream.Msg) int {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return maxTries
+	}
+	return int(meta.NumDelivered)
+}
