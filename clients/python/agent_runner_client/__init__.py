@@ -1,6 +1,7 @@
 """Standard-library client for the agent-runner HTTP API.
 
-``Client`` submits RunJobRequests and reads results; ``CommandRunner``
+``Client`` submits RunJobRequests and reads results, and submits, lists,
+follows, cancels and collects agent tasks; ``CommandRunner``
 adapts agent-runner to cl-agent's injectable command-runner protocol::
 
     run(command: list[str], *, cwd: str, timeout: float, env: dict | None)
