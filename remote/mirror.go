@@ -178,14 +178,19 @@ func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest
 	return man, ref, nil
 }
 
-// refuse ends a record that cannot be applied: its job gets the reason
-// (unless it already has a result), the manifest is acknowledged, and its
+// refuse ends a record that cannot be applied: its job fails with
+// run.io_failed, details.reason naming the check that refused it (unless
+// it already has a result), the manifest is acknowledged, and its
 // objects are deleted.
 func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, ref bool, id string, err error) {
 	jerr := job.AsError(err)
 	m.log.Error("record refused; its job ends with the reason", "id", id, "error", err)
 	if m.cfg.Kind.ValidID(id) && !m.committed(id) && m.cfg.Refused != nil {
-		m.cfg.Refused(ctx, id, man.Attempt, job.Errorf(jerr.Code, "the worker's record could not be carried to this node: %s", jerr.Message).With("id", id))
+		reason := job.Errorf(job.CodeRunIOFailed, "the worker's record could not be carried to this node: %s", jerr.Message).With("reason", string(jerr.Code))
+		for k, v := range jerr.Details {
+			reason = reason.With(k, v)
+		}
+		m.cfg.Refused(ctx, id, man.Attempt, reason)
 	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		m.log.Warn("cannot acknowledge a refused record", "id", id, "error", err)
