@@ -1,173 +1,179 @@
-// Command load measures the HTTP service: it builds agent-runner, starts
-// `serve` on loopback, and prints jobs/second and p50/p99
-// submit-to-terminal latency for /bin/true on local_process at several
-// concurrencies, then the server's RSS idle and with 10,000 jobs queued.
+// Command load measures the HTTP service end to end: it builds
+// agent-runner, starts `serve` on loopback and prints, for each mode,
+// throughput and mean/p50/p95/p99 submit-to-terminal latency at each
+// concurrency (every operation is submitted, then followed to its terminal
+// state), and serve's RSS. Modes (-modes, comma separated, or all):
 //
-//	go run ./bench/load [-jobs 2000] [-queued 10000] [-store DIR]
+//   - local_process: /bin/true jobs on local_process (serve
+//     --unsafe-local-process), then serve's RSS idle and with -queued jobs
+//     queued (serve --no-workers).
+//   - linux_sandbox: /bin/true jobs on linux_sandbox (needs root, or
+//     unprivileged user namespaces).
+//   - task: a trivial agent task (a shell script that prints a line) through
+//     POST /api/v1/tasks, polled to its terminal state, on each of
+//     -task-backends.
+//   - remote: /bin/true jobs on -remote-backend, on serve's own workers and
+//     on `agent-runner worker --nats` beside `serve --no-workers
+//     --nats-listen`, in alternating rounds; it prints the difference.
+//
+// Run from the repository root:
+//
+//	go run ./bench/load [-modes local_process] [-jobs 2000] [-levels 1,16,64] [-workers 4] [-queued 10000]
+//	go run ./bench/load -modes all -jobs 500 -levels 1,16 -tasks 50 -task-levels 1,8
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
+	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
+	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/agent-runner/agent-runner/client"
 )
 
+// modes are the measurements run, in this order, by -modes all.
+var modes = []string{"local_process", "linux_sandbox", "task", "remote"}
+
+// config is what one run measures.
+type config struct {
+	Modes        []string
+	Jobs         int      // jobs per concurrency level (job modes, remote)
+	Levels       []int    // concurrencies of the job modes and remote
+	Workers      int      // serve's (and the remote worker's) --workers
+	Queued       int      // jobs queued for the RSS measurement; 0 skips it
+	Tasks        int      // tasks per concurrency level
+	TaskLevels   []int    // concurrencies of the task mode
+	TaskBackends []string // backends of the task mode
+	TaskPoll     time.Duration
+	Remote       string // backend of the remote mode
+	Rounds       int    // alternating rounds of the remote mode
+	StoreBase    string // parent of the temporary directory ("" = $TMPDIR)
+	ServerArgs   []string
+	Bin          string        // a built agent-runner to measure ("" = build this tree)
+	Timeout      time.Duration // longest submit-to-terminal before the run fails
+	Out          io.Writer
+}
+
 func main() {
-	jobs := flag.Int("jobs", 2000, "jobs per concurrency level")
-	queued := flag.Int("queued", 10000, "jobs queued for the RSS measurement")
-	storeBase := flag.String("store", "", "base directory for stores (default: a temp dir)")
-	workers := flag.Int("workers", 4, "server workers")
-	levels := flag.String("levels", "1,16,64", "concurrency levels")
-	serverArgs := flag.String("server-args", "", "extra serve flags, space separated (e.g. --pprof-addr 127.0.0.1:6060)")
+	var c config
+	var modeList, levels, taskLevels, taskBackends, serverArgs string
+	flag.StringVar(&modeList, "modes", "local_process", "comma-separated modes: "+strings.Join(modes, ",")+", or all")
+	flag.IntVar(&c.Jobs, "jobs", 2000, "jobs per concurrency level")
+	flag.StringVar(&levels, "levels", "1,16,64", "concurrency levels of the job modes and remote")
+	flag.IntVar(&c.Workers, "workers", 4, "serve workers (and the remote worker's)")
+	flag.IntVar(&c.Queued, "queued", 10000, "jobs queued for the RSS measurement of local_process (0 skips it)")
+	flag.IntVar(&c.Tasks, "tasks", 100, "tasks per concurrency level")
+	flag.StringVar(&taskLevels, "task-levels", "1,8", "concurrency levels of the task mode")
+	flag.StringVar(&taskBackends, "task-backends", "local_process,linux_sandbox", "backends of the task mode")
+	flag.DurationVar(&c.TaskPoll, "task-poll", 10*time.Millisecond, "pause between polls of a task's status")
+	flag.StringVar(&c.Remote, "remote-backend", "local_process", "backend of the remote mode")
+	flag.IntVar(&c.Rounds, "rounds", 5, "remote mode: alternating rounds of own workers and the remote worker per level")
+	flag.StringVar(&c.StoreBase, "store", "", "base directory for stores (default: a temp dir)")
+	flag.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "longest submit-to-terminal of one job or task before the run fails")
+	flag.StringVar(&c.Bin, "bin", "", "agent-runner binary to measure (default: build ./cmd/agent-runner)")
+	flag.StringVar(&serverArgs, "server-args", "", "extra serve flags of the job modes, space separated (e.g. --durable)")
 	flag.Parse()
 
-	dir, err := os.MkdirTemp(*storeBase, "ar-load-")
-	check(err)
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "agent-runner")
-	out, err := exec.Command("go", "build", "-o", bin, "./cmd/agent-runner").CombinedOutput()
+	c.Modes = strings.Split(modeList, ",")
+	if modeList == "all" {
+		c.Modes = modes
+	}
+	var err error
+	if c.Levels, err = ints(levels); err == nil {
+		c.TaskLevels, err = ints(taskLevels)
+	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(2)
 	}
-	ws := filepath.Join(dir, "ws")
-	check(os.MkdirAll(ws, 0o755))
-	check(os.WriteFile(filepath.Join(ws, "README"), []byte("tiny\n"), 0o644))
-	body, _ := json.Marshal(map[string]any{
-		"workspace": map[string]any{"path": ws},
-		"command":   map[string]any{"argv": []string{"/bin/true"}},
-		"policy":    map[string]any{"allowed_commands": []string{"true"}},
-	})
-
-	args := append([]string{"--workers", strconv.Itoa(*workers), "--queue-capacity", "100000"}, strings.Fields(*serverArgs)...)
-	srv, c := start(bin, filepath.Join(dir, "store-run"), args...)
-	fmt.Printf("server: %d workers, store on %s, %d jobs per level\n\n", *workers, dir, *jobs)
-	fmt.Printf("%-12s %10s %10s %10s\n", "concurrency", "jobs/s", "p50", "p99")
-	for _, f := range strings.Split(*levels, ",") {
-		conc, err := strconv.Atoi(f)
-		check(err)
-		rate, p50, p99 := level(c, body, conc, *jobs)
-		fmt.Printf("%-12d %10.0f %10s %10s\n", conc, rate, ms(p50), ms(p99))
-	}
-	stop(srv)
-	if *queued == 0 {
-		return
-	}
-
-	srv, c = start(bin, filepath.Join(dir, "store-queue"), "--no-workers", "--queue-capacity", strconv.Itoa(*queued+10))
-	idle := rss(srv.Process.Pid)
-	var wg sync.WaitGroup
-	next := make(chan struct{})
-	go func() {
-		for i := 0; i < *queued; i++ {
-			next <- struct{}{}
-		}
-		close(next)
-	}()
-	for w := 0; w < 32; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range next {
-				_, err := c.Submit(context.Background(), body)
-				check(err)
-			}
-		}()
-	}
-	wg.Wait()
-	full := rss(srv.Process.Pid)
-	stop(srv)
-	fmt.Printf("\nserver RSS idle: %d MB; with %d jobs queued: %d MB (goal < 100 MB)\n", idle>>20, *queued, full>>20)
-}
-
-// level runs n jobs at the given concurrency, each submitted and then
-// polled until terminal, and returns jobs/s and latency percentiles.
-func level(c *client.Client, body []byte, conc, n int) (float64, time.Duration, time.Duration) {
-	lat := make([]time.Duration, n)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				t := time.Now()
-				acc, err := c.Submit(context.Background(), body)
-				check(err)
-				res, err := c.Wait(context.Background(), acc.JobID, 2*time.Millisecond)
-				check(err)
-				if res.Status != "completed" {
-					fmt.Fprintf(os.Stderr, "job %s: %s\n", acc.JobID, res.Status)
-					os.Exit(1)
-				}
-				lat[i] = time.Since(t)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return float64(n) / elapsed.Seconds(), lat[n/2], lat[n*99/100]
-}
-
-func start(bin, store string, extra ...string) (*exec.Cmd, *client.Client) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	check(err)
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error", "--workspace-root", filepath.Dir(store)}, extra...)...)
-	cmd.Stderr = os.Stderr
-	check(cmd.Start())
-	c := client.New("http://"+addr, "")
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if _, err := c.Get(context.Background(), "job_probe"); err != nil && strings.Contains(err.Error(), "not_found") {
-			return cmd, c
-		}
-	}
-	fmt.Fprintln(os.Stderr, "server did not start")
-	os.Exit(1)
-	return nil, nil
-}
-
-func stop(cmd *exec.Cmd) {
-	cmd.Process.Signal(os.Interrupt)
-	cmd.Wait()
-}
-
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	check(err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
-
-func check(err error) {
-	if err != nil {
+	c.TaskBackends = strings.Split(taskBackends, ",")
+	c.ServerArgs = strings.Fields(serverArgs)
+	c.Out = os.Stdout
+	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
 	}
+}
+
+func ints(list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("concurrency %q: want a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// bench is one run's binary, directories and settings.
+type bench struct {
+	config
+	bin    string
+	dir    string // temporary: the binary, stores, workspace, origin
+	ws     string // the jobs' workspace
+	stores int
+}
+
+// run builds agent-runner and measures each of c.Modes.
+func run(c config) error {
+	dir, err := os.MkdirTemp(c.StoreBase, "ar-load-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// linux_sandbox binds the workspace and the task origin: every
+	// directory above them must be searchable by the sandbox's user.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	b := &bench{config: c, dir: dir, bin: c.Bin}
+	if b.bin == "" {
+		if b.bin, err = build(dir); err != nil {
+			return err
+		}
+	}
+	if b.ws, err = workspace(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Out, "agent-runner load, %s, %d CPUs, temp dir %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), dir)
+	for _, m := range c.Modes {
+		fmt.Fprintf(c.Out, "\n[load average %s]\n", loadavg())
+		switch m {
+		case "local_process", "linux_sandbox":
+			err = b.jobMode(m)
+		case "task":
+			for _, kind := range c.TaskBackends {
+				if err = b.taskMode(kind); err != nil {
+					break
+				}
+			}
+		case "remote":
+			err = b.remoteMode(c.Remote)
+		default:
+			err = fmt.Errorf("unknown mode %q (want %s or all)", m, strings.Join(modes, ","))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+	}
+	return nil
+}
+
+// store is a fresh store directory under the run's temp dir.
+func (b *bench) store(name string) string {
+	b.stores++
+	return fmt.Sprintf("%s/store-%d-%s", b.dir, b.stores, name)
+}
+
+// loadavg is the 1, 5 and 15 minute load averages, or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
