@@ -190,6 +190,12 @@ func serve(o serveOptions) error {
 			return err
 		}
 	}
+	if o.natsURL != "" || o.natsListen != "" {
+		// Workers with their own store send their records here.
+		if err := mirrorRecords(ctx, r, q, log); err != nil {
+			return err
+		}
+	}
 	for _, mount := range serveMounts {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,

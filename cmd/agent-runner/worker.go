@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/worker"
@@ -39,7 +40,8 @@ func init() {
 		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
 		Long: "worker joins the job queue that `serve --nats URL` or `serve --nats-listen ADDR`\n" +
 			"created, pulls jobs and runs them, writing run records under --store-dir\n" +
-			"(which the API node must share to serve the results). It hears cancel\n" +
+			"and sending each finished record to the API node over NATS (no shared\n" +
+			"filesystem needed; the job is acknowledged once it arrived). It hears cancel\n" +
 			"requests; on SIGTERM it stops pulling and lets running jobs finish within\n" +
 			"--shutdown-grace; jobs still running then, or at a second signal, are\n" +
 			"killed and run again after restart.\n" +
@@ -75,13 +77,19 @@ func init() {
 				return err
 			}
 			defer q.Close()
+			// The record of every finished job goes to the API node over
+			// NATS, so the two need no shared store.
+			pub, err := remote.NewPublisher(ctx, q.Conn(), remote.PublisherConfig{Logger: log})
+			if err != nil {
+				return err
+			}
 			roots, err := workspaceroot.New(workspaceRoots, r.Store().Dir())
 			if err != nil {
 				return usageError{err}
 			}
 			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
-				Abort: sig.Force, Draining: drainingLog(log)}).Run(ctx)
+				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store())}).Run(ctx)
 			if err == nil && sig.Forced() {
 				err = forcedError()
 			}
@@ -93,7 +101,7 @@ func init() {
 	network.register(f)
 	view.register(f)
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
-	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "run store shared with the API node")
+	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "this worker's run store (the API node gets each finished record over NATS)")
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")
 	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish (they run again elsewhere after)")
 	f.BoolVar(&durable, "durable", false, "fsync every result.json")
