@@ -1,7 +1,9 @@
 // Package backend defines the isolation boundary of agent-runner: the one
 // interface every execution backend implements, the prepared Spec it runs,
-// the Outcome it reports, and the registry backends add themselves to from
-// init(). Nothing but a backend ever calls exec.
+// the Outcome it reports, the factories backends register from init()
+// (each builds an instance from a Config), and the Set of configured
+// instances a process builds from them. Nothing but a backend ever calls
+// exec.
 package backend
 
 import (

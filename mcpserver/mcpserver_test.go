@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agent-runner/agent-runner/backend"
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/docs/schemas"
 	"github.com/agent-runner/agent-runner/mcpserver"
@@ -40,7 +41,11 @@ func connectTo(t *testing.T, cfg mcpserver.Config) fixture {
 	ws := filepath.Join(root, "repo")
 	os.MkdirAll(ws, 0o755)
 	os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello over mcp\n"), 0o644)
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: cfg.Backend, Backends: []string{cfg.Backend}})
+	b, ok := backend.Lookup(cfg.Backend)
+	if !ok {
+		t.Fatalf("backend %s is not registered", cfg.Backend)
+	}
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: cfg.Backend, Backends: backend.Set{cfg.Backend: b}})
 	if err != nil {
 		t.Fatal(err)
 	}

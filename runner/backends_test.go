@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 )
@@ -35,7 +36,11 @@ func TestDefaultBackendIsIsolating(t *testing.T) {
 func TestBackendsRefusesOthers(t *testing.T) {
 	f := newFixture(t, map[string]string{"a.txt": "x"})
 	dir := t.TempDir()
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "firecracker", Backends: []string{"firecracker"}})
+	fc, err := backend.New("firecracker", backend.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "firecracker", Backends: backend.Set{"firecracker": fc}})
 	if err != nil {
 		t.Fatal(err)
 	}

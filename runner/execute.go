@@ -173,9 +173,9 @@ func (e *execution) run(ctx context.Context) error {
 	}
 	if !e.r.Enabled(e.req.Backend.Kind) {
 		return job.Errorf(job.CodeBackendUnavail, "backend is not enabled on this runner").
-			With("backend", e.req.Backend.Kind).With("reason", "not among the runner's enabled backends").With("enabled", e.r.cfg.Backends)
+			With("backend", e.req.Backend.Kind).With("reason", "not among the runner's enabled backends").With("enabled", e.r.cfg.Backends.Kinds())
 	}
-	b, ok := backend.Lookup(e.req.Backend.Kind)
+	b, ok := e.r.backend(e.req.Backend.Kind)
 	if !ok {
 		return job.Errorf(job.CodeBackendUnavail, "backend is not registered").With("backend", e.req.Backend.Kind)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -26,12 +25,14 @@ type Config struct {
 	// DefaultBackend is used when a request names none (default
 	// "linux_sandbox": a runner never falls back to an unisolated backend).
 	DefaultBackend string
-	// Backends, when non-empty, are the only kinds this runner runs. A
-	// request naming another is refused by Prepare
+	// Backends, when non-empty, are the backends this runner runs, built
+	// by the door from the operator's flags; they are the only kinds it
+	// runs. A request naming another is refused by Prepare
 	// (validation.invalid_request), and Execute ends a job queued with one
 	// as backend_unavailable. serve, worker and mcp leave local_process out
-	// unless the operator passed --unsafe-local-process.
-	Backends []string
+	// unless the operator passed --unsafe-local-process. Empty: every
+	// registered kind, with its default configuration (backend.Lookup).
+	Backends backend.Set
 	Defaults job.Limits
 	Max      job.Limits
 	Policy   policy.Config
@@ -138,7 +139,21 @@ func (r *Runner) Config() Config { return r.cfg }
 // Enabled reports whether this runner runs jobs on backend kind (see
 // Config.Backends).
 func (r *Runner) Enabled(kind string) bool {
-	return len(r.cfg.Backends) == 0 || slices.Contains(r.cfg.Backends, kind)
+	if len(r.cfg.Backends) == 0 {
+		return true
+	}
+	_, ok := r.cfg.Backends[kind]
+	return ok
+}
+
+// backend is the instance that runs kind: Config.Backends', else the
+// registered default.
+func (r *Runner) backend(kind string) (backend.Backend, bool) {
+	if len(r.cfg.Backends) > 0 {
+		b, ok := r.cfg.Backends[kind]
+		return b, ok
+	}
+	return backend.Lookup(kind)
 }
 
 // NewJobID returns a fresh "job_<uuid>" id (UUIDv7, so ids sort by time).
@@ -158,16 +173,20 @@ func (r *Runner) Prepare(req *job.Request) error {
 		Defaults:       r.cfg.Defaults,
 		Max:            r.cfg.Max,
 		DefaultBackend: r.cfg.DefaultBackend,
-		KnownBackend:   func(k string) bool { _, ok := backend.Lookup(k); return ok },
+		KnownBackend:   func(k string) bool { _, built := r.cfg.Backends[k]; return built || backend.Known(k) },
 	})
 	if err != nil {
 		return err
 	}
 	if !r.Enabled(req.Backend.Kind) {
 		return job.Errorf(job.CodeInvalidRequest, "backend.kind: %s is not enabled on this runner", req.Backend.Kind).
-			With("field", "backend.kind").With("kind", req.Backend.Kind).With("enabled", r.cfg.Backends)
+			With("field", "backend.kind").With("kind", req.Backend.Kind).With("enabled", r.cfg.Backends.Kinds())
 	}
-	b, _ := backend.Lookup(req.Backend.Kind)
+	b, ok := r.backend(req.Backend.Kind)
+	if !ok {
+		return job.Errorf(job.CodeInvalidRequest, "backend.kind: %s cannot be built on this runner", req.Backend.Kind).
+			With("field", "backend.kind").With("kind", req.Backend.Kind)
+	}
 	if req.Workspace.SnapshotStrategy == job.SnapshotOverlay && !b.Capabilities().Overlay {
 		return job.Errorf(job.CodeInvalidRequest, "workspace.snapshot_strategy: overlay needs a backend that mounts overlays").
 			With("field", "workspace.snapshot_strategy").With("backend", req.Backend.Kind)

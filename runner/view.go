@@ -11,7 +11,7 @@ import (
 // the sandbox can see, never on the runner's own search path.
 func (r *Runner) policyConfig(kind string) policy.Config {
 	cfg := r.cfg.Policy
-	if b, ok := backend.Lookup(kind); ok {
+	if b, ok := r.backend(kind); ok {
 		if v, ok := b.(backend.Viewer); ok {
 			view := v.View()
 			cfg.View = &view

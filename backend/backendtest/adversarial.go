@@ -1,11 +1,13 @@
 package backendtest
 
 // The adversarial suite: what a hostile workload tries against an
-// isolating backend. Every isolating backend runs it with a factory that
+// isolating backend. Every isolating backend runs it with a Factory that
 // returns a fresh, available instance (or skips the test with the reason
 // it cannot run here):
 //
-//	func TestAdversarial(t *testing.T) { backendtest.Adversarial(t, newSandbox) }
+//	func TestAdversarial(t *testing.T) {
+//		backendtest.Adversarial(t, backendtest.New(mybackend.Kind, backend.Config{}))
+//	}
 //
 // The attacks are python3 programs (/usr/bin/python3 must be in the
 // backend's view) plus a few host-side checks. Each one is a regression
@@ -26,9 +28,6 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
-
-// Factory returns a backend ready to run, or skips t.
-type Factory func(t *testing.T) backend.Backend
 
 // Adversarial runs every attack as a subtest.
 func Adversarial(t *testing.T, newBackend Factory) {

@@ -1,8 +1,13 @@
 // Package backendtest is the conformance suite every backend runs: the same
-// specs, the same expectations, whatever the isolation mechanism. A backend
-// package calls Run from its tests:
+// specs, the same expectations, whatever the isolation mechanism, and the
+// adversarial suite every isolating backend runs (Adversarial). Both take
+// a Factory and build a fresh instance for each test, the way a process
+// builds its backends from their registered factories. A backend package
+// calls them from its tests:
 //
-//	func TestConformance(t *testing.T) { backendtest.Run(t, mybackend.New()) }
+//	func TestConformance(t *testing.T) {
+//		backendtest.Run(t, backendtest.New(mybackend.Kind, backend.Config{}))
+//	}
 //
 // The suite uses only programs from the host toolchain (/bin/sh, /bin/echo,
 // /bin/sleep, ...) and writes only inside the workspaces it creates.
@@ -75,11 +80,35 @@ func Spec(t *testing.T, argv ...string) (backend.Spec, *Buffer, *Buffer) {
 	}, out, errb
 }
 
-// Run runs the conformance suite against b.
-func Run(t *testing.T, b backend.Backend) {
-	if err := b.Available(context.Background()); err != nil {
-		t.Skipf("backend %s is unavailable here: %v", b.Kind(), err)
+// Factory returns a backend ready to run, or skips t with the reason it
+// cannot run here.
+type Factory func(t *testing.T) backend.Backend
+
+// New is the Factory that builds kind from its registered factory with
+// cfg (backend.New), failing the test when the factory refuses cfg and
+// skipping it when the backend is unavailable on this host. The host is
+// probed once, by the first instance; later ones run without a probe of
+// their own.
+func New(kind string, cfg backend.Config) Factory {
+	var probe sync.Once
+	var unavailable error
+	return func(t *testing.T) backend.Backend {
+		t.Helper()
+		b, err := backend.New(kind, cfg)
+		if err != nil {
+			t.Fatalf("backend.New(%q): %v", kind, err)
+		}
+		probe.Do(func() { unavailable = b.Available(context.Background()) })
+		if unavailable != nil {
+			t.Skipf("backend %s is unavailable here: %v", kind, unavailable)
+		}
+		return b
 	}
+}
+
+// Run runs the conformance suite, each test on a fresh backend from
+// newBackend.
+func Run(t *testing.T, newBackend Factory) {
 	tests := []struct {
 		name string
 		fn   func(*testing.T, backend.Backend)
@@ -102,7 +131,7 @@ func Run(t *testing.T, b backend.Backend) {
 		{"NoControllingTerminal", noControllingTerminal},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, b) })
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newBackend(t)) })
 	}
 }
 

@@ -18,12 +18,18 @@ import (
 // Kind is the backend name.
 const Kind = "firecracker"
 
-func init() { backend.Register(Backend{}) }
+func init() {
+	backend.RegisterFactory(Kind, func(cfg backend.Config) (backend.Backend, error) { return New(cfg) })
+}
 
 // Backend is the firecracker placeholder backend.
 type Backend struct{}
 
 var _ backend.Backend = Backend{}
+
+// New returns the placeholder. It runs nothing, so there is nothing of
+// cfg to apply; a microVM backend would give its guest cfg's view.
+func New(backend.Config) (Backend, error) { return Backend{}, nil }
 
 // Kind implements backend.Backend.
 func (Backend) Kind() string { return Kind }

@@ -41,29 +41,28 @@ const Kind = "linux_sandbox"
 // initArg0 marks a process started as the sandbox init.
 const initArg0 = "agent-runner-sandbox-init"
 
-func init() { backend.Register(registered) }
+func init() {
+	backend.RegisterFactory(Kind, func(cfg backend.Config) (backend.Backend, error) { return New(cfg) })
+}
 
-// Backend is the linux_sandbox backend.
+// Backend is the linux_sandbox backend. Its view is fixed by New: two
+// instances in one process each bind their own.
 type Backend struct {
-	// Toolchain and Masked configure the host view (runner configuration);
-	// ReadOnly and Path are the operator's part of it (see Configure).
-	Toolchain []string
-	Masked    []string
-	ReadOnly  []string
-	Path      []string
-	viewMu    sync.RWMutex
-	// RequireCgroups refuses to run (backend.unavailable) when cgroup
+	// toolchain and masked are the host view every sandbox gets;
+	// readOnly and path the operator's part of it (backend.Config).
+	toolchain []string
+	masked    []string
+	readOnly  []string
+	path      []string
+	// requireLimits refuses to run (backend.unavailable) when cgroup
 	// limits cannot be applied, instead of reporting them not enforced.
-	RequireCgroups bool
+	requireLimits bool
 
 	probeMu sync.Mutex
 	probed  bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
-
-// New returns a backend with the default host view.
-func New() *Backend { return &Backend{Toolchain: DefaultToolchain, Masked: DefaultMasked} }
 
 // Kind implements backend.Backend.
 func (b *Backend) Kind() string { return Kind }
@@ -99,7 +98,6 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	default:
 		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
-	toolchain, masked, viewRO := b.operatorView()
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -130,7 +128,7 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	cfg := initConfig{
 		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
-		Toolchain: toolchain, Masked: masked, ReadOnly: append(append([]string{}, viewRO...), spec.ReadOnly...), Writable: spec.Writable,
+		Toolchain: b.toolchain, Masked: b.masked, ReadOnly: append(append([]string{}, b.readOnly...), spec.ReadOnly...), Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
@@ -244,7 +242,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	cg, cgErr := newCgroup(spec.JobID, cmd.Process.Pid, spec.Limits)
 	if cgErr != nil {
 		out.NotEnforced = append(out.NotEnforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
-		if b.RequireCgroups {
+		if b.requireLimits {
 			cmd.Process.Kill()
 			cfgW.Close()
 			cmd.Wait()

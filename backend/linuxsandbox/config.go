@@ -25,7 +25,7 @@ type initConfig struct {
 	Toolchain []string `json:"toolchain"` // host dirs bound read-only at the same path
 	Masked    []string `json:"masked"`    // files hidden behind an empty file
 	// ReadOnly and Writable are extra host directories bound at the same
-	// path: the operator's view (ViewConfig.ReadOnly) and the job's.
+	// path: the operator's view (backend.Config.ReadOnly) and the job's.
 	ReadOnly []string `json:"read_only"`
 	Writable []string `json:"writable"`
 	// Binds are the Spec's binds (binds.go), mounted after /tmp.

@@ -15,17 +15,34 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func sandbox(t *testing.T) *linuxsandbox.Backend {
+// sandbox is a backend with the default view, or skips t.
+func sandbox(t *testing.T) *linuxsandbox.Backend { return sandboxWith(t, backend.Config{}) }
+
+// sandboxWith is a backend built with cfg, or skips t where the host
+// cannot run sandboxes.
+func sandboxWith(t *testing.T, cfg backend.Config) *linuxsandbox.Backend {
 	t.Helper()
-	b := linuxsandbox.New()
+	b := newSandbox(t, cfg)
 	if err := b.Available(context.Background()); err != nil {
 		t.Skipf("linux_sandbox unavailable on this host: %v", err)
 	}
 	return b
 }
 
-func TestConformance(t *testing.T) { backendtest.Run(t, sandbox(t)) }
+// newSandbox is linuxsandbox.New(cfg), failing t on an error.
+func newSandbox(t *testing.T, cfg backend.Config) *linuxsandbox.Backend {
+	t.Helper()
+	b, err := linuxsandbox.New(cfg)
+	if err != nil {
+		t.Fatalf("linuxsandbox.New(%+v): %v", cfg, err)
+	}
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, backendtest.New(linuxsandbox.Kind, backend.Config{}))
+}
 
 func TestAdversarial(t *testing.T) {
-	backendtest.Adversarial(t, func(t *testing.T) backend.Backend { return sandbox(t) })
+	backendtest.Adversarial(t, backendtest.New(linuxsandbox.Kind, backend.Config{}))
 }

@@ -160,23 +160,6 @@ func touch(p string) error {
 	return f.Close()
 }
 
-// mask hides a host file or directory under an empty, read-only tmpfs or
-// an empty file.
-func mask(root, p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil // nothing to hide
-	}
-	target := filepath.Join(root, p)
-	if _, err := os.Lstat(target); err != nil {
-		return nil // not in the view
-	}
-	if fi.IsDir() {
-		return unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0")
-	}
-	return unix.Mount("/dev/null", target, "", unix.MS_BIND, "")
-}
-
 // buildDev makes a minimal /dev: null, zero, full, random, urandom, tty
 // bound from the host, a private devpts, /dev/shm and the fd symlinks.
 // With console, the terminal on the init's stdin (a pty the runner

@@ -4,64 +4,58 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
 )
 
 // DefaultPath is the sandbox's PATH unless the operator sets one.
 var DefaultPath = []string{"/usr/local/bin", "/usr/bin", "/bin"}
 
-// ViewConfig is the operator's part of the sandbox view (the doors'
-// --sandbox-ro and --sandbox-path flags).
-type ViewConfig struct {
-	// ReadOnly are host directories bound read-only at the same path into
-	// every sandbox, beside the toolchain (a version manager's prefix,
-	// a global node_modules).
-	ReadOnly []string
-	// Path is the sandbox's PATH; empty takes DefaultPath.
-	Path []string
-}
-
-// registered is the instance this package registers.
-var registered = New()
-
-// Configure sets the view of the linux_sandbox backend registered in this
-// binary; the doors call it once at start, before any job. Backends are
-// registered as instances, so the operator's settings reach this one
-// through a function of its own package: only this backend has a view to
-// configure. (When registration takes factories, ViewConfig becomes the
-// factory's argument and this function goes.)
-func Configure(c ViewConfig) error { return registered.Configure(c) }
-
-// Configure checks c and makes it b's view. A read-only directory must
-// exist, be a directory the sandbox's uid can read, and not be one of the
-// places the sandbox mounts itself; it is bound at its real path (links
-// resolved), so a link into it keeps working inside.
-func (b *Backend) Configure(c ViewConfig) error {
-	ro := make([]string, 0, len(c.ReadOnly))
-	for _, d := range c.ReadOnly {
+// New returns a linux_sandbox backend whose sandboxes see the host
+// toolchain and cfg.ReadOnly read-only, with DefaultMasked and cfg.Masked
+// hidden, and cfg.Path (else DefaultPath) as PATH. A read-only directory
+// must exist, be a directory the sandbox's uid can read, and not be one
+// of the places the sandbox mounts itself; it is bound at its real path
+// (links resolved), so a link into it keeps working inside. A masked path
+// must be absolute. The view is the instance's own: instances with
+// different views run side by side in one process.
+func New(cfg backend.Config) (*Backend, error) {
+	ro := make([]string, 0, len(cfg.ReadOnly))
+	for _, d := range cfg.ReadOnly {
 		real, err := readOnlyDir(d)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", backend.ReadOnlyFlag, d, err)
+			return nil, job.Wrap(job.CodeBackendSetupFailed, err, backend.ReadOnlyFlag+" "+d)
 		}
 		ro = append(ro, real)
 	}
 	path := DefaultPath
-	if len(c.Path) > 0 {
-		path = c.Path
+	if len(cfg.Path) > 0 {
+		path = slices.Clone(cfg.Path)
 	}
 	for _, d := range path {
 		if !filepath.IsAbs(d) {
-			return fmt.Errorf("%s %s: %q is not an absolute directory", backend.PathFlag, strings.Join(c.Path, ":"), d)
+			return nil, job.Errorf(job.CodeBackendSetupFailed, "%s %s: %q is not an absolute directory", backend.PathFlag, strings.Join(cfg.Path, ":"), d)
 		}
 	}
-	b.viewMu.Lock()
-	defer b.viewMu.Unlock()
-	b.ReadOnly, b.Path = ro, path
-	return nil
+	masked := slices.Clone(DefaultMasked)
+	for _, m := range cfg.Masked {
+		if !filepath.IsAbs(m) {
+			return nil, job.Errorf(job.CodeBackendSetupFailed, "masked path %q is not absolute", m)
+		}
+		masked = append(masked, filepath.Clean(m))
+	}
+	return &Backend{
+		toolchain:     slices.Clone(DefaultToolchain),
+		masked:        masked,
+		readOnly:      ro,
+		path:          path,
+		requireLimits: cfg.RequireLimits,
+	}, nil
 }
 
 // reserved are sandbox paths a read-only directory may not be or lie
@@ -108,21 +102,8 @@ func readOnlyDir(d string) (string, error) {
 // View implements backend.Viewer: the toolchain and the operator's
 // read-only directories, the masked secrets, and the sandbox's PATH.
 func (b *Backend) View() backend.View {
-	b.viewMu.RLock()
-	defer b.viewMu.RUnlock()
-	path := b.Path
-	if len(path) == 0 {
-		path = DefaultPath
-	}
-	roots := append(append([]string{}, b.Toolchain...), b.ReadOnly...)
-	return backend.View{Roots: roots, Masked: b.Masked, Path: path}
-}
-
-// operatorView is what Run binds besides the job's own directories.
-func (b *Backend) operatorView() (toolchain, masked, readOnly []string) {
-	b.viewMu.RLock()
-	defer b.viewMu.RUnlock()
-	return b.Toolchain, b.Masked, b.ReadOnly
+	roots := append(slices.Clone(b.toolchain), b.readOnly...)
+	return backend.View{Roots: roots, Masked: slices.Clone(b.masked), Path: slices.Clone(b.path)}
 }
 
 var _ backend.Viewer = (*Backend)(nil)

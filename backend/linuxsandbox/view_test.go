@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agent-runner/agent-runner/backend"
@@ -29,14 +30,11 @@ func privateDir(t *testing.T) string {
 	return dir
 }
 
-func TestConfigureSandboxReadOnly(t *testing.T) {
-	b := sandbox(t)
+func TestNewSandboxReadOnly(t *testing.T) {
 	dir := filepath.Join(privateDir(t), "tools")
 	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
 	os.WriteFile(filepath.Join(dir, "bin", "tool"), []byte("#!/bin/sh\necho tool ran\n"), 0o755)
-	if err := b.Configure(linuxsandbox.ViewConfig{ReadOnly: []string{dir}}); err != nil {
-		t.Fatal(err)
-	}
+	b := sandboxWith(t, backend.Config{ReadOnly: []string{dir}})
 	tool := filepath.Join(dir, "bin", "tool")
 	spec, out, errb := backendtest.Spec(t, "/bin/sh", "-c", tool+"; touch "+dir+"/new && echo WROTE || echo READ-ONLY")
 	o, err := b.Run(context.Background(), spec)
@@ -57,8 +55,61 @@ func TestConfigureSandboxReadOnly(t *testing.T) {
 	}
 }
 
-func TestConfigureRefusesWhatTheSandboxCannotSee(t *testing.T) {
-	b := linuxsandbox.New()
+// TestInstancesKeepTheirOwnViews: instances built with different
+// configurations run side by side in one process, each with its own view:
+// one sees an extra read-only directory (less a masked file in it), one
+// sees the same directory unmasked, and one does not see it at all. With
+// the view a package global, the last configuration won for every
+// instance.
+func TestInstancesKeepTheirOwnViews(t *testing.T) {
+	tools := filepath.Join(privateDir(t), "tools")
+	os.Mkdir(tools, 0o755)
+	os.WriteFile(filepath.Join(tools, "lib.txt"), []byte("lib"), 0o644)
+	secret := filepath.Join(tools, "secret.txt")
+	os.WriteFile(secret, []byte("secret"), 0o644)
+	tests := []struct {
+		name string
+		cfg  backend.Config
+		want string
+	}{
+		{"read-only dir, one file masked", backend.Config{ReadOnly: []string{tools}, Masked: []string{secret}}, "lib|"},
+		{"read-only dir", backend.Config{ReadOnly: []string{tools}}, "lib|secret"},
+		{"default view", backend.Config{}, "UNSEEN|UNSEEN"},
+	}
+	script := "cat " + tools + "/lib.txt 2>/dev/null || printf UNSEEN; printf '|'; cat " + secret + " 2>/dev/null || printf UNSEEN"
+	backends := make([]*linuxsandbox.Backend, len(tests))
+	for i, tt := range tests {
+		backends[i] = sandboxWith(t, tt.cfg)
+	}
+	outs := make([]*backendtest.Buffer, len(tests))
+	errs := make([]error, len(tests))
+	var wg sync.WaitGroup
+	for i := range tests {
+		spec, out, _ := backendtest.Spec(t, "/bin/sh", "-c", script)
+		outs[i] = out
+		wg.Go(func() { _, errs[i] = backends[i].Run(context.Background(), spec) })
+	}
+	wg.Wait()
+	for i, tt := range tests {
+		if errs[i] != nil {
+			t.Errorf("%s: Run: %v", tt.name, errs[i])
+			continue
+		}
+		if got := outs[i].String(); got != tt.want {
+			t.Errorf("%s: stdout = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	for i, tt := range tests {
+		if got, want := backends[i].View().Visible(filepath.Join(tools, "lib.txt")), len(tt.cfg.ReadOnly) > 0; got != want {
+			t.Errorf("%s: View().Visible(lib.txt) = %v, want %v", tt.name, got, want)
+		}
+		if got, want := backends[i].View().Visible(secret), len(tt.cfg.ReadOnly) > 0 && len(tt.cfg.Masked) == 0; got != want {
+			t.Errorf("%s: View().Visible(secret.txt) = %v, want %v", tt.name, got, want)
+		}
+	}
+}
+
+func TestNewRefusesWhatTheSandboxCannotSee(t *testing.T) {
 	dir := privateDir(t)
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
@@ -80,16 +131,22 @@ func TestConfigureRefusesWhatTheSandboxCannotSee(t *testing.T) {
 			if tt.root && os.Getuid() != 0 {
 				t.Skip("the sandbox uid is this user's when not root")
 			}
-			err := b.Configure(linuxsandbox.ViewConfig{ReadOnly: []string{tt.dir}})
+			_, err := linuxsandbox.New(backend.Config{ReadOnly: []string{tt.dir}})
 			if err == nil || !strings.Contains(err.Error(), "--sandbox-ro "+tt.dir) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Configure(ReadOnly %q) = %v, want an error naming --sandbox-ro and %q", tt.dir, err, tt.want)
+				t.Errorf("New(ReadOnly %q) = %v, want an error naming --sandbox-ro and %q", tt.dir, err, tt.want)
+			}
+			if got, want := job.CodeOf(err), job.CodeBackendSetupFailed; got != want {
+				t.Errorf("New(ReadOnly %q) code = %q, want %q", tt.dir, got, want)
 			}
 		})
 	}
-	if err := b.Configure(linuxsandbox.ViewConfig{Path: []string{"bin"}}); err == nil || !strings.Contains(err.Error(), "--sandbox-path") {
-		t.Errorf("Configure(Path bin) = %v, want an error naming --sandbox-path", err)
+	if _, err := linuxsandbox.New(backend.Config{Path: []string{"bin"}}); err == nil || !strings.Contains(err.Error(), "--sandbox-path") {
+		t.Errorf("New(Path bin) = %v, want an error naming --sandbox-path", err)
 	}
-	if got, want := strings.Join(b.View().Path, ":"), "/usr/local/bin:/usr/bin:/bin"; got != want {
+	if _, err := linuxsandbox.New(backend.Config{Masked: []string{"etc/passwd"}}); err == nil || !strings.Contains(err.Error(), "etc/passwd") {
+		t.Errorf("New(Masked etc/passwd) = %v, want an error naming the relative path", err)
+	}
+	if got, want := strings.Join(newSandbox(t, backend.Config{}).View().Path, ":"), "/usr/local/bin:/usr/bin:/bin"; got != want {
 		t.Errorf("default View().Path = %q, want %q", got, want)
 	}
 }

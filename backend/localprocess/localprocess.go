@@ -8,6 +8,7 @@ package localprocess
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -30,30 +31,54 @@ const Kind = "local_process"
 // group was killed (a child that escaped with setsid can hold them).
 const drainWait = 2 * time.Second
 
-func init() { backend.Register(Backend{}) }
+func init() {
+	backend.RegisterFactory(Kind, func(cfg backend.Config) (backend.Backend, error) { return New(cfg) })
+}
 
 // Backend is the local_process backend. The zero value is ready to use.
-type Backend struct{}
+type Backend struct {
+	// requireLimits makes the backend unavailable: it applies no memory,
+	// CPU or process limits (backend.Config.RequireLimits).
+	requireLimits bool
+}
 
 var _ backend.Backend = Backend{}
+
+// New returns a local_process backend. It runs on the whole host, so
+// the view fields of cfg (ReadOnly, Path, Masked) do not apply to it;
+// with cfg.RequireLimits it is unavailable, as it cannot apply them.
+func New(cfg backend.Config) (Backend, error) {
+	return Backend{requireLimits: cfg.RequireLimits}, nil
+}
 
 // Kind implements backend.Backend.
 func (Backend) Kind() string { return Kind }
 
-// Capabilities implements backend.Backend.
+// Capabilities implements backend.Backend: not isolating.
 func (Backend) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Enforces: []string{job.LimitTimeout, job.LimitOutput}}
 }
 
-// Available implements backend.Backend: local_process always is.
-func (Backend) Available(context.Context) error { return nil }
+// Available implements backend.Backend: local_process always is, unless
+// the operator requires limits it cannot apply.
+func (b Backend) Available(context.Context) error {
+	if b.requireLimits {
+		return errLimits
+	}
+	return nil
+}
+
+var errLimits = errors.New("local_process cannot apply memory, CPU or process limits, and the configuration requires them")
 
 // notEnforced lists what this backend only records.
 var notEnforced = []string{job.LimitNetwork, job.LimitMemory, job.LimitCPU, job.LimitProcesses, job.LimitFSWrite, job.LimitFSRead}
 
 // Run implements backend.Backend.
-func (Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
+func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
 	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput}, NotEnforced: notEnforced}
+	if b.requireLimits {
+		return out, job.Wrap(job.CodeBackendUnavail, errLimits, "local_process is unavailable").With("backend", Kind)
+	}
 	if spec.Workspace.Overlay() {
 		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot mount an overlay snapshot; use snapshot_strategy copy")
 	}

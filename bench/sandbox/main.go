@@ -56,7 +56,8 @@ func main() {
 	} else {
 		fmt.Println("(bwrap not installed: apt-get install bubblewrap)")
 	}
-	sbx := linuxsandbox.New()
+	sbx, err := linuxsandbox.New(backend.Config{})
+	check(err)
 	if err := sbx.Available(context.Background()); err != nil {
 		fmt.Println("linux_sandbox unavailable:", err)
 	} else {

@@ -30,12 +30,13 @@ const (
 )
 
 // checkBackendFlag normalizes the backend kind given to flag and refuses
-// an unknown kind, and local_process without --unsafe-local-process.
-func checkBackendFlag(flag, kind string, unsafeLocal bool) (string, error) {
+// a kind not in backends, and one that is not isolating
+// (local_process) without --unsafe-local-process.
+func checkBackendFlag(backends backend.Set, flag, kind string, unsafeLocal bool) (string, error) {
 	kind = validation.NormalizeKind(kind)
-	b, ok := backend.Lookup(kind)
+	b, ok := backends[kind]
 	if !ok {
-		return "", usageError{fmt.Errorf("--%s %s: unknown backend (built in: %v)", flag, kind, backend.Kinds())}
+		return "", usageError{fmt.Errorf("--%s %s: unknown backend (built in: %v)", flag, kind, backends.Kinds())}
 	}
 	if !b.Capabilities().Isolating && !unsafeLocal {
 		return "", usageError{fmt.Errorf("--%s %s runs every job without isolation, as this process's user on the host; add --%s to allow it", flag, kind, unsafeLocalFlag)}
@@ -43,11 +44,11 @@ func checkBackendFlag(flag, kind string, unsafeLocal bool) (string, error) {
 	return kind, nil
 }
 
-// probeBackend asks the backend kind whether it can run jobs now, within
-// probeTimeout. Its error is backend.unavailable with the probe's reason
-// and the flags that choose another backend.
-func probeBackend(ctx context.Context, flag, kind string) error {
-	b, ok := backend.Lookup(kind)
+// probeBackend asks the backend kind of backends whether it can run jobs
+// now, within probeTimeout. Its error is backend.unavailable with the
+// probe's reason and the flags that choose another backend.
+func probeBackend(ctx context.Context, backends backend.Set, flag, kind string) error {
+	b, ok := backends[kind]
 	if !ok {
 		return job.Errorf(job.CodeBackendUnavail, "--%s %s is not built into this binary", flag, kind).With("backend", kind)
 	}
@@ -67,28 +68,22 @@ func probeBackend(ctx context.Context, flag, kind string) error {
 
 // doorBackend is checkBackendFlag then probeBackend: the backend a door
 // starts with.
-func doorBackend(ctx context.Context, flag, kind string, unsafeLocal bool) (string, error) {
-	kind, err := checkBackendFlag(flag, kind, unsafeLocal)
+func doorBackend(ctx context.Context, backends backend.Set, flag, kind string, unsafeLocal bool) (string, error) {
+	kind, err := checkBackendFlag(backends, flag, kind, unsafeLocal)
 	if err != nil {
 		return "", err
 	}
-	if err := probeBackend(ctx, flag, kind); err != nil {
+	if err := probeBackend(ctx, backends, flag, kind); err != nil {
 		return "", err
 	}
 	return kind, nil
 }
 
-// enabledBackends are the kinds requests may name (runner.Config.Backends):
-// every registered isolating kind, and the others (local_process) only if
-// the operator allowed them.
-func enabledBackends(unsafeLocal bool) []string {
-	var kinds []string
-	for _, k := range backend.Kinds() {
-		if b, _ := backend.Lookup(k); b.Capabilities().Isolating || unsafeLocal {
-			kinds = append(kinds, k)
-		}
-	}
-	return kinds
+// enabledBackends are the backends requests may name
+// (runner.Config.Backends): every isolating one of backends, and the
+// others (local_process) only if the operator allowed them.
+func enabledBackends(backends backend.Set, unsafeLocal bool) backend.Set {
+	return backends.Filter(func(b backend.Backend) bool { return b.Capabilities().Isolating || unsafeLocal })
 }
 
 // warnUnsafeLocal logs, on every start, that local_process is enabled.

@@ -40,10 +40,14 @@ var (
 	sandboxFlaky = &testBackend{kind: "cmd_test_sandbox_flaky"}
 )
 
-func init() {
-	sandboxDown.failures.Store(1 << 30)
-	backend.Register(sandboxDown)
-	backend.Register(sandboxFlaky)
+func init() { sandboxDown.failures.Store(1 << 30) }
+
+// testBackends is the Set a door would build, with the two fakes added.
+func testBackends() backend.Set {
+	s := backend.Defaults()
+	s[sandboxDown.kind] = sandboxDown
+	s[sandboxFlaky.kind] = sandboxFlaky
+	return s
 }
 
 // TestDoorBackend is the choice serve, worker and mcp make at start.
@@ -67,7 +71,7 @@ func TestDoorBackend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := doorBackend(context.Background(), "default-backend", tt.kind, tt.unsafeLocal)
+			got, err := doorBackend(context.Background(), testBackends(), "default-backend", tt.kind, tt.unsafeLocal)
 			if got != tt.want {
 				t.Errorf("doorBackend(%q, %v) = %q, want %q", tt.kind, tt.unsafeLocal, got, tt.want)
 			}
@@ -91,10 +95,10 @@ func TestDoorBackend(t *testing.T) {
 // remembered; the next start probes again.
 func TestDoorBackendProbesEveryTime(t *testing.T) {
 	sandboxFlaky.failures.Store(1)
-	if _, err := doorBackend(context.Background(), "default-backend", sandboxFlaky.kind, false); job.CodeOf(err) != job.CodeBackendUnavail {
+	if _, err := doorBackend(context.Background(), testBackends(), "default-backend", sandboxFlaky.kind, false); job.CodeOf(err) != job.CodeBackendUnavail {
 		t.Fatalf("first probe = %v, want %s", err, job.CodeBackendUnavail)
 	}
-	got, err := doorBackend(context.Background(), "default-backend", sandboxFlaky.kind, false)
+	got, err := doorBackend(context.Background(), testBackends(), "default-backend", sandboxFlaky.kind, false)
 	if err != nil || got != sandboxFlaky.kind {
 		t.Errorf("second probe = %q, %v, want %q", got, err, sandboxFlaky.kind)
 	}
@@ -102,12 +106,14 @@ func TestDoorBackendProbesEveryTime(t *testing.T) {
 
 func TestEnabledBackends(t *testing.T) {
 	for _, unsafeLocal := range []bool{false, true} {
-		got := enabledBackends(unsafeLocal)
+		got := enabledBackends(testBackends(), unsafeLocal).Kinds()
 		if slices.Contains(got, localProcess) != unsafeLocal {
 			t.Errorf("enabledBackends(%v) = %v, want local_process only with the flag", unsafeLocal, got)
 		}
-		if !slices.Contains(got, isolatingDefault) {
-			t.Errorf("enabledBackends(%v) = %v, want %s", unsafeLocal, got, isolatingDefault)
+		for _, kind := range []string{isolatingDefault, sandboxDown.kind} {
+			if !slices.Contains(got, kind) {
+				t.Errorf("enabledBackends(%v) = %v, want %s (isolating)", unsafeLocal, got, kind)
+			}
 		}
 	}
 }
@@ -130,7 +136,7 @@ func TestTaskBackendFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := taskBackendFor(context.Background(), tt.flag, serveDeps{Backend: isolatingDefault, UnsafeLocalProcess: tt.unsafeLocal})
+			b, err := taskBackendFor(context.Background(), tt.flag, serveDeps{Backend: isolatingDefault, Backends: testBackends(), UnsafeLocalProcess: tt.unsafeLocal})
 			got := ""
 			if b != nil {
 				got = b.Kind()

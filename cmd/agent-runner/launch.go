@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-runner/agent-runner/agent/launch"
+	"github.com/agent-runner/agent-runner/backend"
 )
 
 func init() {
@@ -17,7 +18,7 @@ func init() {
 		Short: "Run a scripted agent task under its manifest's compiled policy",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kind, err := checkBackendFlag("backend", backendKind, unsafeLocal)
+			kind, err := checkBackendFlag(backend.Defaults(), "backend", backendKind, unsafeLocal)
 			if err != nil {
 				return err
 			}

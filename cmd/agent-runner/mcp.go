@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/mcpserver"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
@@ -33,7 +34,8 @@ func init() {
 			"validation and policy apply to every job.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			kind, err := checkBackendFlag("backend", backendKind, unsafeLocal)
+			backends := backend.Defaults()
+			kind, err := checkBackendFlag(backends, "backend", backendKind, unsafeLocal)
 			if err != nil {
 				return err
 			}
@@ -46,10 +48,10 @@ func init() {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			if err := probeBackend(ctx, "backend", kind); err != nil {
+			if err := probeBackend(ctx, backends, "backend", kind); err != nil {
 				return err
 			}
-			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: []string{kind}})
+			r, err := runner.New(runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: backend.Set{kind: backends[kind]}})
 			if err != nil {
 				return err
 			}

@@ -52,10 +52,11 @@ func init() {
 			if backendKind != "" {
 				req.Backend.Kind = validation.NormalizeKind(backendKind)
 			}
-			if err := view.apply(storeDir); err != nil {
+			backends, err := view.backends(storeDir)
+			if err != nil {
 				return err
 			}
-			cfg := runner.Config{StoreDir: storeDir}
+			cfg := runner.Config{StoreDir: storeDir, Backends: backends}
 			if err := network.runnerConfig(&cfg, nil, nil); err != nil {
 				return err
 			}

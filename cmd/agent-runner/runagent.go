@@ -8,6 +8,7 @@ import (
 	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/agent/loop"
 	"github.com/agent-runner/agent-runner/agent/model"
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -53,7 +54,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			kind, err := checkBackendFlag("backend", f.backend, f.unsafeLocal)
+			kind, err := checkBackendFlag(backend.Defaults(), "backend", f.backend, f.unsafeLocal)
 			if err != nil {
 				return err
 			}

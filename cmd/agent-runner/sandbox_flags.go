@@ -7,10 +7,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 )
 
-// sandboxFlags are the operator's part of the linux_sandbox view, on run,
+// sandboxFlags are the operator's part of the sandbox view, on run,
 // serve, worker and task shell (docs/backends.md): extra host directories
 // every sandbox sees read-only, and the sandbox's PATH, on which bare
 // program names of jobs and tasks resolve, inside the view only.
@@ -24,22 +25,24 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.path, "sandbox-path", strings.Join(linuxsandbox.DefaultPath, ":"), "the linux_sandbox sandbox's PATH: bare program names of jobs and tasks resolve on it, to programs inside the sandbox view only")
 }
 
-// apply configures the linux_sandbox backend before anything runs. A read
-// -only directory holding the store would show every sandbox all the
-// runs, so it is refused.
-func (f *sandboxFlags) apply(storeDir string) error {
+// backends builds every backend of this binary with the operator's view
+// (backend.NewSet), once, before anything runs: the doors hand the Set to
+// the runner and the task lifecycle. A read-only directory holding the
+// store would show every sandbox all the runs, so it is refused.
+func (f *sandboxFlags) backends(storeDir string) (backend.Set, error) {
 	var path []string
 	for _, d := range filepath.SplitList(f.path) {
 		if d != "" {
 			path = append(path, d)
 		}
 	}
-	if err := linuxsandbox.Configure(linuxsandbox.ViewConfig{ReadOnly: f.readOnly, Path: path}); err != nil {
-		return usageError{err}
+	set, err := backend.NewSet(backend.Config{ReadOnly: f.readOnly, Path: path})
+	if err != nil {
+		return nil, usageError{err}
 	}
 	store, err := filepath.Abs(storeDir)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
 	if real, err := filepath.EvalSymlinks(store); err == nil {
 		store = real
@@ -47,8 +50,8 @@ func (f *sandboxFlags) apply(storeDir string) error {
 	for _, d := range f.readOnly {
 		real, _ := filepath.EvalSymlinks(d)
 		if store == real || strings.HasPrefix(store, real+"/") {
-			return usageError{fmt.Errorf("--sandbox-ro %s: the store %s lies inside it, so every sandbox would see every run", d, store)}
+			return nil, usageError{fmt.Errorf("--sandbox-ro %s: the store %s lies inside it, so every sandbox would see every run", d, store)}
 		}
 	}
-	return nil
+	return set, nil
 }

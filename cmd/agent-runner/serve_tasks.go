@@ -77,13 +77,13 @@ func init() {
 func taskBackendFor(ctx context.Context, flagValue string, d serveDeps) (backend.Backend, error) {
 	kind := d.Backend
 	if flagValue != "" {
-		k, err := doorBackend(ctx, "task-backend", flagValue, d.UnsafeLocalProcess)
+		k, err := doorBackend(ctx, d.Backends, "task-backend", flagValue, d.UnsafeLocalProcess)
 		if err != nil {
 			return nil, err
 		}
 		kind = k
 	}
-	b, ok := backend.Lookup(kind)
+	b, ok := d.Backends[kind]
 	if !ok {
 		return nil, job.Errorf(job.CodeBackendUnavail, "task backend %s is not built into this binary", kind).With("backend", kind)
 	}

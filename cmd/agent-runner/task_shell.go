@@ -41,10 +41,11 @@ pseudo-terminal; otherwise stdin and stdout are piped. Exits with the
 shell's exit status.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := view.apply(storeDir); err != nil {
+			backends, err := view.backends(storeDir)
+			if err != nil {
 				return err
 			}
-			return taskShell(cmd.Context(), filepath.Join(storeDir, "tasks"), args[0], args[1:], backendKind, timeout)
+			return taskShell(cmd.Context(), backends, filepath.Join(storeDir, "tasks"), args[0], args[1:], backendKind, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&storeDir, "store-dir", "./agent-runner-runs", "serve's store directory (tasks are under <store-dir>/tasks)")
@@ -54,7 +55,7 @@ shell's exit status.`,
 	return cmd
 }
 
-func taskShell(ctx context.Context, root, id string, argv []string, backendKind string, timeout time.Duration) error {
+func taskShell(ctx context.Context, backends backend.Set, root, id string, argv []string, backendKind string, timeout time.Duration) error {
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		return job.Errorf(job.CodeJobNotFound, "no task store at %s (use --store-dir)", root)
 	}
@@ -73,11 +74,11 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 	if err != nil {
 		return err
 	}
-	b, err := shellBackend(l, backendKind)
+	b, err := shellBackend(backends, l, backendKind)
 	if err != nil {
 		return err
 	}
-	if backendKind == "" && b.Kind() != "linux_sandbox" {
+	if backendKind == "" && !b.Capabilities().Isolating {
 		// The task fell back to an unisolated backend; a shell there is a
 		// host shell, which nobody should get by default.
 		return usageError{fmt.Errorf("task %s ran on %s, which is not a sandbox; pass --backend %s to open an unisolated shell anyway, or --backend linux_sandbox", id, b.Kind(), b.Kind())}
@@ -135,8 +136,9 @@ func taskShell(ctx context.Context, root, id string, argv []string, backendKind 
 	return shellExit(b.Run(ctx, spec))
 }
 
-// shellBackend is --backend, else the backend the task ran on.
-func shellBackend(l stage.Layout, kind string) (backend.Backend, error) {
+// shellBackend is --backend, else the backend the task ran on, from
+// backends.
+func shellBackend(backends backend.Set, l stage.Layout, kind string) (backend.Backend, error) {
 	if kind == "" {
 		if md, ok := lifecycle.ReadMetadata(l.Dir); ok && md.Backend != "" {
 			kind = md.Backend
@@ -144,7 +146,7 @@ func shellBackend(l stage.Layout, kind string) (backend.Backend, error) {
 			kind = "linux_sandbox"
 		}
 	}
-	b, ok := backend.Lookup(validation.NormalizeKind(kind))
+	b, ok := backends[validation.NormalizeKind(kind)]
 	if !ok {
 		return nil, usageError{fmt.Errorf("unknown backend %q", kind)}
 	}

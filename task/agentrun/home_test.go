@@ -21,7 +21,11 @@ import (
 // removed with the workspace); linux_sandbox keeps /tmp, its own tmpfs.
 func TestTasksDoNotShareHome(t *testing.T) {
 	backends := []backend.Backend{localprocess.Backend{}}
-	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
+	b, err := linuxsandbox.New(backend.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Available(context.Background()) == nil {
 		backends = append(backends, b)
 	} else {
 		t.Log("linux_sandbox unavailable: local_process only")

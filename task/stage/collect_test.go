@@ -44,7 +44,10 @@ func collect(t *testing.T, l Layout, tk *manifest.Task) ([]Artifact, error) {
 // sandbox is linux_sandbox; the regression tests below are about running
 // git there and skip, saying why, where it cannot run.
 func sandbox(t *testing.T) backend.Backend {
-	b := linuxsandbox.New()
+	b, err := linuxsandbox.New(backend.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := b.Available(context.Background()); err != nil {
 		t.Skipf("linux_sandbox unavailable: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/taskapi"
@@ -105,6 +106,6 @@ func TestWebSocketStream(t *testing.T) {
 // sandboxCgroups reports whether tasks here run on linux_sandbox with
 // cgroup limits (and so heartbeats carry CPU and memory).
 func sandboxCgroups() bool {
-	b := linuxsandbox.New()
-	return b.Available(context.Background()) == nil && slices.Contains(b.Capabilities().Enforces, job.LimitMemory)
+	b, err := linuxsandbox.New(backend.Config{})
+	return err == nil && b.Available(context.Background()) == nil && slices.Contains(b.Capabilities().Enforces, job.LimitMemory)
 }

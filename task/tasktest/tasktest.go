@@ -63,7 +63,11 @@ func Origin(t testing.TB, files map[string]string) string {
 // local_process, said in the test log. The test binary's TestMain must
 // call linuxsandbox.MaybeInit.
 func Backend(t testing.TB) backend.Backend {
-	if b := linuxsandbox.New(); b.Available(context.Background()) == nil {
+	b, err := linuxsandbox.New(backend.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Available(context.Background()) == nil {
 		return b
 	}
 	t.Log("linux_sandbox unavailable; tasks run on local_process")
