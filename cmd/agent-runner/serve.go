@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agent-runner/agent-runner/auth"
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
@@ -52,6 +53,9 @@ type serveDeps struct {
 	// Backend is the default backend kind, probed available at start
 	// (--default-backend); doors run on it unless told otherwise.
 	Backend string
+	// Backends are every backend of this binary, built once with the
+	// operator's view; the runner has the enabled ones.
+	Backends backend.Set
 	// UnsafeLocalProcess is the operator's --unsafe-local-process.
 	UnsafeLocalProcess bool
 	// Roots are --workspace-root (default: serve's working directory),
@@ -131,17 +135,18 @@ func serve(o serveOptions) error {
 	if o.natsListen != "" && !loopback(o.natsListen) && natsToken == "" {
 		return usageError{errors.New("exposing NATS on a non-loopback address requires AGENT_RUNNER_NATS_TOKEN")}
 	}
-	if err := o.view.apply(o.storeDir); err != nil {
+	backends, err := o.view.backends(o.storeDir)
+	if err != nil {
 		return err
 	}
-	defaultKind, err := doorBackend(context.Background(), "default-backend", o.defaultBackend, o.unsafeLocal)
+	defaultKind, err := doorBackend(context.Background(), backends, "default-backend", o.defaultBackend, o.unsafeLocal)
 	if err != nil {
 		return err
 	}
 	warnUnsafeLocal(log, o.unsafeLocal, defaultKind)
 	reg := prometheus.NewRegistry()
 	cfg := runner.Config{
-		StoreDir: o.storeDir, DefaultBackend: defaultKind, Backends: enabledBackends(o.unsafeLocal),
+		StoreDir: o.storeDir, DefaultBackend: defaultKind, Backends: enabledBackends(backends, o.unsafeLocal),
 		Durable: o.durable, Logger: log,
 		// Nodes of one queue reachable from other processes share the store.
 		SharedStore: o.natsURL != "" || o.natsListen != "",
@@ -200,7 +205,7 @@ func serve(o serveOptions) error {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
 			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer, Roots: roots,
-			Backend: defaultKind, UnsafeLocalProcess: o.unsafeLocal,
+			Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 		}
 		if err := mount(ctx, d); err != nil {
 			return err

@@ -53,15 +53,16 @@ func init() {
 				return usageError{err}
 			}
 			log := telemetry.Logger(os.Stderr, level)
-			if err := view.apply(storeDir); err != nil {
+			backends, err := view.backends(storeDir)
+			if err != nil {
 				return err
 			}
-			kind, err := doorBackend(context.Background(), "default-backend", defaultBackend, unsafeLocal)
+			kind, err := doorBackend(context.Background(), backends, "default-backend", defaultBackend, unsafeLocal)
 			if err != nil {
 				return err
 			}
 			warnUnsafeLocal(log, unsafeLocal, kind)
-			cfg := runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(unsafeLocal), Durable: durable, Logger: log, SharedStore: true}
+			cfg := runner.Config{StoreDir: storeDir, DefaultBackend: kind, Backends: enabledBackends(backends, unsafeLocal), Durable: durable, Logger: log, SharedStore: true}
 			if err := network.runnerConfig(&cfg, log, nil); err != nil {
 				return err
 			}
