@@ -112,8 +112,13 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// publicPaths need no token.
-var publicPaths = map[string]bool{"/health": true, "/openapi.json": true}
+// publicPaths need no token: the health check, the API document and the
+// dashboard's static files (package ui: pages and scripts only, no data;
+// its data routes live under /ui-api/, behind tokens). Exact paths, never
+// a prefix.
+var publicPaths = map[string]bool{"/health": true, "/openapi.json": true,
+	"/": true, "/ui/": true, "/ui/app.js": true, "/ui/api.js": true, "/ui/dom.js": true, "/ui/jobs.js": true,
+	"/ui/tasks.js": true, "/ui/overview.js": true, "/ui/term.js": true, "/ui/diff.js": true, "/ui/style.css": true}
 
 // Mux is the router other doors (task API, MCP) register on; wrap their
 // handlers with Auth.

@@ -1,0 +1,296 @@
+// jobs.js: the jobs list and a job's page.
+import { getJSON, request, sse, download, scopes, APIError } from './api.js';
+import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, every, json, sleep, terminalStatuses } from './dom.js';
+
+const statuses = ['', 'queued', 'running', 'completed', 'failed', 'canceled', 'timed_out', 'policy_denied', 'setup_failed', 'backend_unavailable'];
+
+// Details that never change once known: the argv (request) and the
+// result of a finished job.
+const argvCache = new Map();
+const resultCache = new Map();
+
+async function argvOf(id) {
+  if (!argvCache.has(id)) {
+    try {
+      const req = await getJSON(`/ui-api/jobs/${encodeURIComponent(id)}/request`);
+      argvCache.set(id, (req.command && req.command.argv || []).join(' '));
+    } catch (_) { argvCache.set(id, '—'); }
+  }
+  return argvCache.get(id);
+}
+
+async function resultOf(id) {
+  if (!resultCache.has(id)) {
+    const r = await getJSON(`/v1/jobs/${encodeURIComponent(id)}`);
+    if (!terminalStatuses.has(r.status) || !r.ended_at) return null;
+    resultCache.set(id, r);
+  }
+  return resultCache.get(id);
+}
+
+// jobsList: GET /v1/jobs with status and trace filters and cursor paging,
+// refreshed every 2 s (the API has no stream of the whole list).
+export function jobsList(main, query, signal) {
+  const status = query.get('status') || '';
+  const traceFilter = query.get('trace') || '';
+  const limit = query.get('limit') || '25';
+  const cursor = query.get('cursor') || '';
+  const prev = (query.get('prev') || '').split(',').filter(Boolean);
+
+  const go = (q) => {
+    const p = new URLSearchParams();
+    for (const [k, v] of Object.entries(q)) if (v) p.set(k, v);
+    location.hash = '#/jobs' + (p.toString() ? '?' + p : '');
+  };
+  const statusSel = h('select', { id: 'f-status', name: 'status' }, statuses.map((s) => h('option', { value: s, selected: s === status }, s || 'any status')));
+  const traceIn = h('input', { id: 'f-trace', name: 'trace', value: traceFilter, placeholder: 'key=value', size: '18' });
+  const limitSel = h('select', { id: 'f-limit', name: 'limit' }, ['10', '25', '50', '100'].map((n) => h('option', { value: n, selected: n === limit }, n)));
+  const form = h('form', { class: 'filters', role: 'search', onsubmit: (e) => { e.preventDefault(); go({ status: statusSel.value, trace: traceIn.value.trim(), limit: limitSel.value }); } },
+    h('label', { for: 'f-status' }, 'Status'), statusSel,
+    h('label', { for: 'f-trace' }, 'Trace'), traceIn,
+    h('label', { for: 'f-limit' }, 'Per page'), limitSel,
+    h('button', { type: 'submit' }, 'Apply'));
+
+  const tbody = h('tbody', { id: 'jobs-body' });
+  const table = h('table', { class: 'list jobs' },
+    h('caption', { class: 'sr' }, 'Jobs'),
+    h('colgroup', {}, h('col', { class: 'c-id' }), h('col', { class: 'c-status' }), h('col', { class: 'c-backend' }), h('col', { class: 'c-argv' }), h('col', { class: 'c-dur' }), h('col', { class: 'c-time' })),
+    h('thead', {}, h('tr', {}, ['Job', 'Status', 'Backend', 'Command', 'Duration', 'Updated'].map((c) => h('th', { scope: 'col' }, c)))),
+    tbody);
+  const count = h('p', { class: 'muted count', 'aria-live': 'polite' }, '\u00a0');
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Pages' });
+  const err = h('div', { class: 'err-slot' });
+  main.append(h('h1', {}, 'Jobs'), form, err, h('div', { class: 'table-wrap' }, table), count, pager);
+  if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
+
+  const rows = new Map();
+  const rowFor = (j) => {
+    let r = rows.get(j.job_id);
+    if (!r) {
+      const link = h('a', { href: '#/jobs/' + encodeURIComponent(j.job_id) }, j.job_id);
+      r = { tr: h('tr', { 'data-job': j.job_id }), st: badge(j.status), backend: h('td', {}), argv: h('td', { class: 'mono ellipsis' }, '\u00a0'), dur: h('td', { class: 'num' }, '—'), upd: h('td', { class: 'num' }) };
+      r.tr.append(h('td', { class: 'mono ellipsis' }, link), h('td', {}, r.st), r.backend, r.argv, r.dur, r.upd);
+      rows.set(j.job_id, r);
+    }
+    setBadge(r.st, j.status);
+    r.backend.textContent = j.backend || '—';
+    r.upd.textContent = fmtTime(j.updated_at);
+    return r;
+  };
+
+  const params = new URLSearchParams({ limit });
+  if (status) params.set('status', status);
+  if (cursor) params.set('cursor', cursor);
+  if (traceFilter.includes('=')) {
+    const [k, v] = traceFilter.split('=', 2);
+    params.set('trace.' + k.trim(), v.trim());
+  }
+  every(2000, signal, async () => {
+    let page;
+    try {
+      page = await getJSON('/v1/jobs?' + params, { signal });
+      err.replaceChildren();
+    } catch (e) {
+      if (e instanceof APIError && e.status === 403) { err.replaceChildren(forbidden('read')); return; }
+      err.replaceChildren(errorBox(e));
+      return;
+    }
+    const list = page.jobs || [];
+    const keep = new Set(list.map((j) => j.job_id));
+    for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
+    list.forEach((j, i) => {
+      const r = rowFor(j);
+      if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
+    });
+    count.textContent = list.length ? `${list.length} job${list.length === 1 ? '' : 's'} on this page` : 'No jobs match.';
+    pager.replaceChildren(
+      cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: prev[prev.length - 1] || '', prev: prev.slice(0, -1).join(',') }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
+      page.next_cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: page.next_cursor, prev: [...prev, cursor].join(',') }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
+    await Promise.all(list.map(async (j) => {
+      const r = rows.get(j.job_id);
+      r.argv.textContent = await argvOf(j.job_id);
+      r.argv.title = r.argv.textContent;
+      if (terminalStatuses.has(j.status)) {
+        const res = await resultOf(j.job_id).catch(() => null);
+        if (res) r.dur.textContent = fmtDuration(res.duration_ms);
+      } else if (j.status === 'running') {
+        r.dur.textContent = 'running';
+      }
+    }));
+  });
+}
+
+// jobPage: the job's request, policy decision, enforcement and usage,
+// live output and egress decisions from the events stream, artifacts,
+// replay hashes and cancel.
+export async function jobPage(main, id, signal) {
+  const enc = encodeURIComponent(id);
+  const st = badge('');
+  const cancelBtn = h('button', { type: 'button', class: 'danger', id: 'cancel', disabled: true }, 'Cancel job');
+  const cancelMsg = h('span', { class: 'muted', 'aria-live': 'polite' });
+  const summary = h('div', { class: 'summary' });
+  const stdout = h('pre', { class: 'out', id: 'stdout', tabindex: '0', 'aria-label': 'stdout' });
+  const stderr = h('pre', { class: 'out', id: 'stderr', tabindex: '0', 'aria-label': 'stderr' });
+  const requestBox = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const decisionBox = h('div', {}, h('p', { class: 'muted' }, 'Known when the job ends.'));
+  const usageBox = h('div', {}, h('p', { class: 'muted' }, 'Known when the job ends.'));
+  const artifactsBox = h('div', { id: 'artifacts' }, h('p', { class: 'muted' }, 'Known when the job ends.'));
+  const replayBox = h('div', {}, h('p', { class: 'muted' }, 'Known when the job ends.'));
+  const egressBody = h('tbody', { id: 'egress-body' });
+  const egressNote = h('p', { class: 'muted' }, 'No egress decisions (yet). Jobs with policy.network "allowlist" record one per connection.');
+  const err = h('div', { class: 'err-slot' });
+
+  main.append(
+    h('p', { class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / '),
+    h('div', { class: 'head' }, h('h1', { class: 'mono' }, id), st, h('span', { class: 'spacer' }), cancelMsg, cancelBtn),
+    err, summary,
+    h('div', { class: 'grid2' },
+      section('Output', h('h3', {}, 'stdout'), stdout, h('h3', {}, 'stderr'), stderr),
+      h('div', {}, section('Request', requestBox), section('Policy decision', decisionBox))),
+    h('div', { class: 'grid2' }, section('Enforcement and usage', usageBox), section('Artifacts', artifactsBox)),
+    section('Egress decisions', egressNote, h('div', { class: 'table-wrap' }, h('table', { class: 'list egress' },
+      h('thead', {}, h('tr', {}, ['Time', 'Host', 'Port', 'Mode', 'Decision', 'Rule', 'Up', 'Down'].map((c) => h('th', { scope: 'col' }, c)))), egressBody))),
+    section('Replay', replayBox));
+  if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
+
+  let status = '';
+  const setStatus = (s) => {
+    status = s;
+    setBadge(st, s);
+    cancelBtn.disabled = !scopes.cancel || terminalStatuses.has(s);
+    cancelBtn.hidden = !scopes.cancel;
+  };
+  cancelBtn.addEventListener('click', async () => {
+    cancelBtn.disabled = true;
+    cancelMsg.textContent = 'Canceling…';
+    try {
+      await request('/v1/jobs/' + enc, { method: 'DELETE' });
+      cancelMsg.textContent = 'Cancel requested.';
+    } catch (e) {
+      cancelMsg.textContent = e.message;
+      cancelBtn.disabled = false;
+    }
+  });
+
+  getJSON('/ui-api/jobs/' + enc + '/request', { signal }).then((req) => {
+    requestBox.replaceChildren(kv([
+      ['Command', h('code', {}, (req.command.argv || []).join(' '))],
+      ['Working dir', req.command.cwd || '.'],
+      ['Workspace', h('code', {}, req.workspace.path || '')],
+      ['Backend', req.backend && req.backend.kind || '—'],
+      ['Network', req.policy.network || 'disabled'],
+    ]), h('details', {}, h('summary', {}, 'Whole request (environment values withheld)'), json(req)));
+  }).catch((e) => requestBox.replaceChildren(errorBox(e)));
+
+  const showResult = (r) => {
+    setStatus(r.status);
+    summary.replaceChildren(kv([
+      ['Backend', r.backend || '—'],
+      ['Exit code', r.exit_code === null || r.exit_code === undefined ? '—' : String(r.exit_code)],
+      ['Duration', fmtDuration(r.duration_ms)],
+      ['Started', fmtTime(r.started_at)], ['Ended', fmtTime(r.ended_at)],
+      r.attempt > 1 && ['Attempt', String(r.attempt)],
+      r.termination && ['Termination', r.termination.reason + (r.termination.signal ? ' (' + r.termination.signal + ')' : '')],
+      r.error && ['Error', h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`)],
+    ]));
+    const d = r.policy_decision || {};
+    decisionBox.replaceChildren(kv([
+      ['Action', h('span', { class: 'badge ' + (d.action === 'deny' ? 's-failed' : 's-completed') }, d.action || '—')],
+      ['Policy version', h('code', { class: 'hash' }, d.policy_version || '—')],
+    ]), (d.messages && d.messages.length) ? h('ul', {}, d.messages.map((m) => h('li', {}, m))) : null);
+    const en = r.enforcement || {};
+    usageBox.replaceChildren(kv([
+      ['Enforced', (en.enforced || []).join(', ') || '—'],
+      ['Not enforced', h('span', { class: (en.not_enforced || []).length ? 'warn' : '' }, (en.not_enforced || []).join(', ') || 'none')],
+      ['CPU time', r.usage ? fmtDuration(r.usage.cpu_time_ms) : '—'],
+      ['Peak memory', r.usage ? fmtBytes(r.usage.peak_memory_bytes) : '—'],
+      ['stdout', `${fmtBytes(r.stdout && r.stdout.total_bytes)}${r.stdout && r.stdout.truncated ? ' (truncated)' : ''}`],
+      ['stderr', `${fmtBytes(r.stderr && r.stderr.total_bytes)}${r.stderr && r.stderr.truncated ? ' (truncated)' : ''}`],
+    ]));
+    const rp = r.replay || {};
+    replayBox.replaceChildren(kv([
+      ['Request', h('code', { class: 'hash' }, rp.request_sha256 || '—')],
+      ['Workspace snapshot', h('code', { class: 'hash' }, rp.workspace_snapshot_sha256 || '—')],
+      ['Result', h('code', { class: 'hash' }, rp.result_sha256 || '—')],
+      rp.readonly_mounts_sha256 && ['Read-only mounts', h('code', { class: 'hash' }, rp.readonly_mounts_sha256)],
+    ]));
+    artifactsBox.replaceChildren(artifactTable(enc, r.artifacts || [], r.artifacts_skipped || []));
+    if (stdout.textContent === '' && r.stdout && r.stdout.text) stdout.textContent = r.stdout.text;
+    if (stderr.textContent === '' && r.stderr && r.stderr.text) stderr.textContent = r.stderr.text;
+  };
+
+  const append = (pre, text) => {
+    const atEnd = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
+    pre.append(text);
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  };
+  const addEgress = (d) => {
+    egressNote.hidden = true;
+    egressBody.append(h('tr', { class: d.allowed ? '' : 'denied' },
+      h('td', { class: 'num' }, fmtTime(d.time)), h('td', { class: 'mono' }, d.host), h('td', { class: 'num' }, String(d.port)), h('td', {}, d.mode),
+      h('td', {}, h('span', { class: 'badge ' + (d.allowed ? 's-completed' : 's-failed') }, d.allowed ? 'allowed' : 'refused')),
+      h('td', { class: 'mono' }, d.rule || ''), h('td', { class: 'num' }, fmtBytes(d.bytes_up)), h('td', { class: 'num' }, fmtBytes(d.bytes_down))));
+  };
+
+  let first;
+  try {
+    first = await getJSON('/v1/jobs/' + enc, { signal });
+  } catch (e) {
+    err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+    return;
+  }
+  setStatus(first.status);
+  if (first.ended_at) showResult(first);
+
+  // Follow the events stream, resuming after a dropped connection.
+  let lastID = 0;
+  while (!signal.aborted) {
+    let ended = false;
+    try {
+      await sse('/v1/jobs/' + enc + '/events', (type, ev, evID) => {
+        if (evID) lastID = Number(evID);
+        if (type === 'stdout') append(stdout, ev.text || '');
+        else if (type === 'stderr') append(stderr, ev.text || '');
+        else if (type === 'egress' && ev.egress) addEgress(ev.egress);
+        else if (type === 'status') {
+          setStatus(ev.status);
+          if (terminalStatuses.has(ev.status)) ended = true;
+        }
+      }, { signal, lastID });
+    } catch (e) {
+      if (signal.aborted) return;
+      err.replaceChildren(errorBox(e));
+    }
+    if (ended || terminalStatuses.has(status)) break;
+    await sleep(1000, signal);
+  }
+  if (signal.aborted) return;
+  // The record is written before the terminal event is published.
+  for (let i = 0; i < 20 && !signal.aborted; i++) {
+    const r = await getJSON('/v1/jobs/' + enc, { signal }).catch(() => null);
+    if (r && r.ended_at) { showResult(r); return; }
+    await sleep(250, signal);
+  }
+}
+
+function artifactTable(enc, artifacts, skipped) {
+  if (!artifacts.length && !skipped.length) return h('p', { class: 'muted' }, 'No artifacts (policy.artifact_globs selects them).');
+  const rows = artifacts.map((a) => {
+    const out = h('span', { class: 'verify', 'aria-live': 'polite' });
+    const name = a.path.split('/').pop();
+    const btn = h('button', { type: 'button', class: 'link', 'data-artifact': a.path, onclick: async () => {
+      out.textContent = 'downloading…';
+      try {
+        const d = await download(`/v1/jobs/${enc}/artifacts/${a.path.split('/').map(encodeURIComponent).join('/')}`, name, a.sha256);
+        out.textContent = d.ok ? 'SHA-256 verified' : 'SHA-256 MISMATCH: ' + d.digest;
+        out.className = 'verify ' + (d.ok ? 'ok' : 'error');
+      } catch (e) { out.textContent = e.message; out.className = 'verify error'; }
+    } }, 'Download');
+    return h('tr', {}, h('td', { class: 'mono ellipsis', title: a.path }, a.path), h('td', { class: 'num' }, fmtBytes(a.size_bytes)),
+      h('td', {}, h('code', { class: 'hash', title: a.sha256 }, a.sha256)), h('td', {}, btn, ' ', out));
+  });
+  return h('div', {},
+    h('div', { class: 'table-wrap' }, h('table', { class: 'list artifacts' },
+      h('thead', {}, h('tr', {}, ['Path', 'Size', 'SHA-256', ''].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows))),
+    skipped.length ? h('div', {}, h('h3', {}, 'Skipped by the caps'), h('ul', {}, skipped.map((s) => h('li', {}, `${s.path}: ${s.reason} (${fmtBytes(s.size_bytes)})`)))) : null);
+}

@@ -1,0 +1,80 @@
+package uitest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agent-runner/agent-runner/task/tasktest"
+)
+
+// TestTaskTerminalShowsLiveOutput: the task page's terminal shows the
+// agent's first line, in its ANSI colour, while the agent still runs (it
+// waits for a gate file the test creates only after seeing the line); then
+// the rest, the timeline to completed and the patch as a diff.
+func TestTaskTerminalShowsLiveOutput(t *testing.T) {
+	ctx := newBrowser(t)
+	s := startServe(t, "")
+	gate := filepath.Join(t.TempDir(), "gate")
+	origin := tasktest.Origin(t, map[string]string{
+		"a.txt": "one\n",
+		"agent.sh": "printf '\\033[1;32mfirst-line-green\\033[0m plain\\n'\n" +
+			"i=0; while [ ! -e " + gate + " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n" +
+			"echo second-line\necho changed-by-agent > a.txt\n",
+	})
+	// The repository must lie under serve's workspace root.
+	repo := filepath.Join(s.root, "origin")
+	if err := os.Rename(origin, repo); err != nil {
+		t.Fatal(err)
+	}
+	manifest := fmt.Sprintf(`version: "1"
+kind: Task
+metadata: {id: ui-task, name: Live terminal, labels: {suite: ui}}
+repository: {url: %q, branch: main}
+claude: {prompt: "edit a.txt"}
+agent: {command: ["/bin/sh", "agent.sh"]}
+`, repo)
+	var acc map[string]any
+	if code := s.call(t, "POST", "/api/v1/tasks", "application/yaml", []byte(manifest), &acc); code != 202 {
+		t.Fatalf("task submit = %d %v", code, acc)
+	}
+	run(t, ctx, "the terminal shows the first line", 60*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/tasks/ui-task"),
+		waitJS(`document.querySelector("#terminal").textContent.includes("first-line-green")`))
+	var st struct{ State string }
+	s.call(t, "GET", "/api/v1/tasks/ui-task", "", nil, &st)
+	if st.State != "running" {
+		t.Fatalf("task state while its first line shows = %q, want running (the agent waits for the gate)", st.State)
+	}
+	var colour, weight string
+	run(t, ctx, "read the line's style", 10*time.Second,
+		chromedp.Evaluate(`getComputedStyle(document.querySelector("#terminal span")).color`, &colour),
+		chromedp.Evaluate(`getComputedStyle(document.querySelector("#terminal span")).fontWeight`, &weight))
+	if colour != "rgb(46, 139, 46)" || weight != "700" {
+		t.Errorf("first line styled colour %s weight %s, want rgb(46, 139, 46) (SGR 32) weight 700 (SGR 1)", colour, weight)
+	}
+	if got := text(t, ctx, "#terminal"); got == "" || strings.Contains(got, "second-line") {
+		t.Errorf("terminal before the gate = %q, want the first line only", got)
+	}
+	shot(t, ctx, "live")
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "the task completes with its patch", 60*time.Second,
+		waitJS(`document.querySelector("#terminal").textContent.includes("second-line")`),
+		waitJS(`!!document.querySelector('.head .badge[data-status="completed"]')`),
+		waitJS(`!!document.querySelector('#timeline .badge[data-status="completed"]')`),
+		waitJS(`!!document.querySelector('#patch .dl.add') && document.querySelector('#patch').textContent.includes("+changed-by-agent")`))
+	shot(t, ctx, "completed")
+
+	run(t, ctx, "the tasks list shows it completed", 20*time.Second,
+		hashTo("#/tasks?state=completed"),
+		waitJS(`!!document.querySelector('tr[data-task="ui-task"] .badge[data-status="completed"]')`))
+	shot(t, ctx, "list")
+}
