@@ -40,7 +40,7 @@ func TestSampleAdd(t *testing.T) {
 	s.add(sample{Concurrency: 2, Lat: []time.Duration{3, 1}, Elapsed: time.Second})
 	s.add(sample{Concurrency: 2, Lat: []time.Duration{2, 4}, Elapsed: time.Second})
 	got := s.summary()
-	want := summary{Concurrency: 2, N: 4, Rate: 2, Mean: 2, P50: 2, P95: 4, P99: 4}
+	want := summary{Concurrency: 2, N: 4, Rate: 2, Mean: 2, P50: 2, P95: 4, P99: 4, Max: 4}
 	if got != want {
 		t.Errorf("summary of two rounds = %+v, want %+v", got, want)
 	}

@@ -80,8 +80,8 @@ func (b *bench) remoteMode(kind string) error {
 		printRow(b.Out, o)
 		fmt.Fprintf(b.Out, "%-14s", "remote worker")
 		printRow(b.Out, r)
-		diffs = append(diffs, fmt.Sprintf("concurrency %d: mean %+.2fms, p50 %+.2fms, p95 %+.2fms, p99 %+.2fms",
-			conc, msf(r.Mean-o.Mean), msf(r.P50-o.P50), msf(r.P95-o.P95), msf(r.P99-o.P99)))
+		diffs = append(diffs, fmt.Sprintf("concurrency %d: mean %+.2fms, p50 %+.2fms, p95 %+.2fms, p99 %+.2fms, max %+.2fms",
+			conc, msf(r.Mean-o.Mean), msf(r.P50-o.P50), msf(r.P95-o.P95), msf(r.P99-o.P99), msf(r.Max-o.Max)))
 	}
 	fmt.Fprintf(b.Out, "\nremote worker minus own workers (goal: at most +2ms per job):\n")
 	for _, d := range diffs {

@@ -17,6 +17,7 @@ type summary struct {
 	Rate          float64 // operations per second of wall time
 	Mean          time.Duration
 	P50, P95, P99 time.Duration
+	Max           time.Duration
 }
 
 // sample is the latency of each of n operations run at a concurrency, and
@@ -93,6 +94,7 @@ func summarize(conc int, lat []time.Duration, elapsed time.Duration) summary {
 	}
 	s := summary{Concurrency: conc, N: len(lat), P50: percentile(lat, 50), P95: percentile(lat, 95), P99: percentile(lat, 99)}
 	if len(lat) > 0 {
+		s.Max = lat[len(lat)-1]
 		s.Mean = sum / time.Duration(len(lat))
 		s.Rate = float64(len(lat)) / elapsed.Seconds()
 	}
@@ -112,14 +114,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[rank-1]
 }
 
-const tableHeader = "%-12s %6s %10s %10s %10s %10s %10s\n"
+const tableHeader = "%-12s %6s %10s %10s %10s %10s %10s %10s\n"
 
 func printHeader(w io.Writer, unit string) {
-	fmt.Fprintf(w, tableHeader, "concurrency", "n", unit+"/s", "mean", "p50", "p95", "p99")
+	fmt.Fprintf(w, tableHeader, "concurrency", "n", unit+"/s", "mean", "p50", "p95", "p99", "max")
 }
 
 func printRow(w io.Writer, s summary) {
-	fmt.Fprintf(w, "%-12d %6d %10.1f %10s %10s %10s %10s\n", s.Concurrency, s.N, s.Rate, ms(s.Mean), ms(s.P50), ms(s.P95), ms(s.P99))
+	fmt.Fprintf(w, "%-12d %6d %10.1f %10s %10s %10s %10s %10s\n", s.Concurrency, s.N, s.Rate, ms(s.Mean), ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Max))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
