@@ -67,22 +67,24 @@ func newMetrics(reg *prometheus.Registry, q *queue.Queue) *Metrics {
 	return m
 }
 
-func (m *Metrics) accepted(backend string) { m.accepts.WithLabelValues(backend).Inc() }
+// Accepted records a job accepted into the queue (jobs.Observer).
+func (m *Metrics) Accepted(backend string) { m.accepts.WithLabelValues(backend).Inc() }
 
-func (m *Metrics) rejected(c job.Code) { m.rejects.WithLabelValues(string(c)).Inc() }
+// Rejected records a submission refused before queueing (jobs.Observer).
+func (m *Metrics) Rejected(c job.Code) { m.rejects.WithLabelValues(string(c)).Inc() }
 
 // Started records a job a worker began.
 func (m *Metrics) Started(backend string) { m.running.WithLabelValues(backend).Inc() }
 
-// Finished records a terminal result.
-func (m *Metrics) Finished(res job.Result, ran bool) {
-	if ran {
-		m.running.WithLabelValues(res.Backend).Dec()
-	}
-	m.finished(res)
+// Ran records the terminal result of a job a worker ran.
+func (m *Metrics) Ran(res job.Result) {
+	m.running.WithLabelValues(res.Backend).Dec()
+	m.Finished(res)
 }
 
-func (m *Metrics) finished(res job.Result) {
+// Finished records a terminal result (jobs.Observer: a job the service
+// ended itself, canceled while queued).
+func (m *Metrics) Finished(res job.Result) {
 	m.jobs.WithLabelValues(string(res.Status), res.Backend).Inc()
 	m.durations.WithLabelValues(res.Backend, string(res.Status)).Observe(float64(res.DurationMS) / 1000)
 }

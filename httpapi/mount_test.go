@@ -75,29 +75,29 @@ func TestInProcessSubmitAndWait(t *testing.T) {
 		Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: "echo"}}},
 	}
 	again := req
-	acc, created, err := e.api.Submit(ctx, &req)
+	acc, created, err := e.api.Jobs().Submit(ctx, &req)
 	if err != nil || !created {
 		t.Fatalf("Submit = %+v, %v, %v; want created", acc, created, err)
 	}
 	if diff := cmp.Diff(httpapi.Accepted{JobID: "job_inprocess-1", Status: job.StatusQueued}, acc); diff != "" {
 		t.Errorf("Submit (-want +got):\n%s", diff)
 	}
-	res, err := e.api.Wait(ctx, acc.JobID)
+	res, err := e.api.Jobs().Wait(ctx, acc.JobID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Status != job.StatusCompleted || res.Stdout.Text != "in process\n" {
 		t.Errorf("Wait = %s %q, want completed \"in process\\n\"", res.Status, res.Stdout.Text)
 	}
-	if _, created, err := e.api.Submit(ctx, &again); err != nil || created {
+	if _, created, err := e.api.Jobs().Submit(ctx, &again); err != nil || created {
 		t.Errorf("resubmit of the same request = created %v, %v; want existing job", created, err)
 	}
 	other := again
 	other.Command.Argv = []string{"echo", "different"}
-	if _, _, err := e.api.Submit(ctx, &other); job.CodeOf(err) != job.CodeJobConflict {
+	if _, _, err := e.api.Jobs().Submit(ctx, &other); job.CodeOf(err) != job.CodeJobConflict {
 		t.Errorf("resubmit of a different request = %v, want %s", err, job.CodeJobConflict)
 	}
-	if _, err := e.api.Wait(ctx, "job_missing"); job.CodeOf(err) != job.CodeJobNotFound {
+	if _, err := e.api.Jobs().Wait(ctx, "job_missing"); job.CodeOf(err) != job.CodeJobNotFound {
 		t.Errorf("Wait(unknown) = %v, want %s", err, job.CodeJobNotFound)
 	}
 }
@@ -159,7 +159,7 @@ func TestDropUnqueued(t *testing.T) {
 	running := "job_running-1"
 	st.Create(running)
 	st.WriteStatus(store.StatusRecord{JobID: running, Status: job.StatusRunning})
-	got, err := e.api.DropUnqueued(context.Background())
+	got, err := e.api.Jobs().DropUnqueued(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

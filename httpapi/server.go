@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agent-runner/agent-runner/auth"
+	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -31,6 +32,11 @@ const (
 
 // Config configures a Server.
 type Config struct {
+	// Jobs is the jobs service the routes call. When nil, New builds one
+	// over Runner, Queue and WorkspaceRoots with the server's metrics as
+	// its observer (tests and library use); serve builds it and shares it
+	// with its other doors.
+	Jobs   *jobs.Service
 	Runner *runner.Runner
 	Queue  *queue.Queue
 	Logger *slog.Logger
@@ -56,6 +62,7 @@ type Config struct {
 // Server serves the HTTP API.
 type Server struct {
 	cfg     Config
+	jobs    *jobs.Service
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *Metrics
@@ -83,9 +90,16 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux()}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queue)
+	s.jobs = cfg.Jobs
+	if s.jobs == nil {
+		s.jobs = jobs.New(jobs.Config{Runner: cfg.Runner, Queue: cfg.Queue, Logger: cfg.Logger, Tracer: cfg.Tracer, WorkspaceRoots: cfg.WorkspaceRoots, Observer: s.metrics})
+	}
 	s.routes()
 	return s
 }
+
+// Jobs is the jobs service behind the routes.
+func (s *Server) Jobs() *jobs.Service { return s.jobs }
 
 // Metrics returns the server's metrics, for the worker pool to feed.
 func (s *Server) Metrics() *Metrics { return s.metrics }

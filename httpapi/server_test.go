@@ -74,7 +74,7 @@ func newEnv(t *testing.T, o opts) *env {
 		m := api.Metrics()
 		pool := worker.New(worker.Config{Workers: 2, Runner: r, Queue: q, Grace: 5 * time.Second,
 			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
-			Result:  func(res job.Result) { m.Finished(res, true) }})
+			Result:  func(res job.Result) { m.Ran(res) }})
 		go func() { pool.Run(ctx); close(poolDone) }()
 	}
 	if !o.noWorkers {

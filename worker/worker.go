@@ -196,12 +196,18 @@ func (p *Pool) loop(ctx, jobsCtx context.Context) {
 
 func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 	log := p.log.With(telemetry.KeyJobID, d.JobID)
-	var req job.Request
-	if err := json.Unmarshal(d.Payload, &req); err != nil || req.JobID != d.JobID {
+	msg, err := queue.DecodeMessage(d.Payload)
+	if err == nil && msg.Request.JobID != d.JobID {
+		err = job.Errorf(job.CodeInvalidRequest, "the message's job_id %q is not its subject's", msg.Request.JobID)
+	}
+	if err != nil {
 		log.Error("dropping an undecodable job message", "error", err)
-		_ = d.Done(ctx)
+		if err := d.Done(ctx); err != nil {
+			log.Warn("cannot acknowledge an undecodable job message", "error", err)
+		}
 		return
 	}
+	req := msg.Request
 	log = log.With(telemetry.KeyTraceID, req.Trace.String(job.TraceID))
 	st := p.cfg.Runner.Store()
 	if _, err := st.ReadResult(req.JobID); err == nil {
@@ -230,7 +236,7 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		p.publishStatus(req.JobID, res.Status, d.Attempt)
 	} else {
 		var end outcome
-		switch res, end = p.execute(ctx, req, d); end {
+		switch res, end = p.execute(ctx, msg, d); end {
 		case finishedBefore:
 			if p.recorded(ctx, d) {
 				_ = d.Done(context.Background()) // canceled while it was being taken
@@ -267,7 +273,8 @@ const (
 // to be finished (canceled while queued) once this worker was registered
 // to hear cancels, and stopped when shutdown killed it (or came before it
 // started): its record then says running again, for the next attempt.
-func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (res job.Result, end outcome) {
+func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery) (res job.Result, end outcome) {
+	req := msg.Request
 	jobCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.mu.Lock()
@@ -329,7 +336,9 @@ func (p *Pool) execute(ctx context.Context, req job.Request, d queue.Delivery) (
 			b, _ := json.Marshal(d)
 			_ = q.Publish(queue.Event{Type: queue.EventEgress, JobID: id, Data: b})
 		},
-		Stage: stage,
+		Stage:    stage,
+		ReadOnly: msg.Mounts.GetReadOnly(),
+		Writable: msg.Mounts.GetWritable(),
 	})
 	// A job that finished on its own as shutdown came keeps its result;
 	// any other ending then was the kill.

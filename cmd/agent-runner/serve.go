@@ -20,6 +20,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
@@ -45,9 +46,9 @@ type serveDeps struct {
 	// Flags are serve's parsed flags (mounts add theirs to serveCmd.Flags()
 	// in init() and may read them here).
 	Flags *pflag.FlagSet
-	// Jobs submits and waits for queued jobs in-process (Submit, Wait),
-	// exactly as POST /v1/jobs does.
-	Jobs *httpapi.Server
+	// Jobs is the jobs service every door submits, reads, follows and
+	// cancels queued jobs through (POST /v1/jobs calls it too).
+	Jobs *jobs.Service
 	// Tracer records OpenTelemetry spans.
 	Tracer trace.Tracer
 	// Backend is the default backend kind, probed available at start
@@ -191,7 +192,7 @@ func serve(o serveOptions) error {
 	if o.natsURL == "" && o.natsListen == "" {
 		// Only this process submits to its own queue: drop records of
 		// submits a crash cut off before they were queued.
-		if _, err := api.DropUnqueued(ctx); err != nil {
+		if _, err := api.Jobs().DropUnqueued(ctx); err != nil {
 			return err
 		}
 	}
@@ -204,7 +205,7 @@ func serve(o serveOptions) error {
 	for _, mount := range serveMounts {
 		d := serveDeps{
 			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
-			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api, Tracer: tracer, Roots: roots,
+			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api.Jobs(), Tracer: tracer, Roots: roots,
 			Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 		}
 		if err := mount(ctx, d); err != nil {
@@ -231,7 +232,7 @@ func serve(o serveOptions) error {
 			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer, Admit: admitWorkspace(roots),
 			Abort: sig.Force, Draining: drainingLog(log),
 			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
-			Result:  func(res job.Result) { m.Finished(res, true) },
+			Result:  func(res job.Result) { m.Ran(res) },
 			Stage:   func(_, stage string, d time.Duration) { m.Stage(stage, d) },
 		})
 		go func() { pool.Run(ctx); close(poolDone) }()
