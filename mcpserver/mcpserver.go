@@ -12,12 +12,14 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -25,9 +27,9 @@ import (
 
 // Config configures the MCP server.
 type Config struct {
-	// Jobs starts, waits for and cancels jobs (in-process runner, or the
-	// serve queue).
-	Jobs Executor
+	// Jobs is the jobs service sandbox.run submits to and the other tools
+	// read from: serve's (for /mcp), or the plane agent-runner mcp opens.
+	Jobs *jobs.Service
 	// WorkspaceRoots are the directories a workspace_path must lie under.
 	// With none, every sandbox.run is refused.
 	WorkspaceRoots []string
@@ -96,47 +98,54 @@ func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, a RunArgs) (
 	if err != nil {
 		return toolError(err), JobOutput{}, nil
 	}
-	id, err := h.cfg.Jobs.Start(ctx, req)
+	acc, _, err := h.cfg.Jobs.Submit(ctx, &req)
 	if err != nil {
 		return toolError(err), JobOutput{}, nil
 	}
 	if a.Wait != nil && !*a.Wait {
-		return nil, JobOutput{JobID: id, Status: string(job.StatusQueued)}, nil
+		return nil, JobOutput{JobID: acc.JobID, Status: string(acc.Status)}, nil
 	}
-	res, err := h.cfg.Jobs.Wait(ctx, id)
+	res, err := h.cfg.Jobs.Wait(ctx, acc.JobID)
 	if err != nil {
-		return toolError(err), JobOutput{}, nil
+		return toolError(waitError(err)), JobOutput{}, nil
 	}
 	return nil, resultOutput(res), nil
 }
 
+// waitError is a wait the client's context ended: the job goes on.
+func waitError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return job.Wrap(job.CodeRunCanceled, err, "stopped waiting for the job; it goes on (sandbox.status, sandbox.cancel)")
+	}
+	return err
+}
+
 func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
-	st, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
+	v, err := h.cfg.Jobs.Get(ctx, a.JobID, 0)
+	return viewOutput(a.JobID, v, err)
+}
+
+func viewOutput(id string, v jobs.View, err error) (*mcp.CallToolResult, JobOutput, error) {
 	if err != nil {
 		return toolError(err), JobOutput{}, nil
 	}
-	if res != nil {
-		return nil, resultOutput(*res), nil
+	if v.Result != nil {
+		return nil, resultOutput(*v.Result), nil
 	}
-	return nil, JobOutput{JobID: a.JobID, Status: string(st)}, nil
+	return nil, JobOutput{JobID: id, Status: string(v.Status.Status)}, nil
 }
 
-func (h *handlers) artifacts(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, ArtifactsOutput, error) {
-	_, res, err := h.cfg.Jobs.Status(ctx, a.JobID)
+func (h *handlers) artifacts(_ context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, ArtifactsOutput, error) {
+	list, err := h.cfg.Jobs.Artifacts(a.JobID)
 	if err != nil {
 		return toolError(err), ArtifactsOutput{}, nil
 	}
-	if res == nil {
-		return toolError(job.Errorf(job.CodeNotTerminal, "job has not finished").With("job_id", a.JobID)), ArtifactsOutput{}, nil
-	}
-	return nil, ArtifactsOutput{JobID: a.JobID, Artifacts: res.Artifacts}, nil
+	return nil, ArtifactsOutput{JobID: a.JobID, Artifacts: list}, nil
 }
 
-func (h *handlers) cancel(ctx context.Context, req *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
-	if err := h.cfg.Jobs.Cancel(ctx, a.JobID); err != nil {
-		return toolError(err), JobOutput{}, nil
-	}
-	return h.status(ctx, req, a)
+func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+	v, err := h.cfg.Jobs.Cancel(ctx, a.JobID)
+	return viewOutput(a.JobID, v, err)
 }
 
 // Request applies the adapter rules (no shell strings, approved workspace

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -16,6 +17,7 @@ import (
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/docs/schemas"
 	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
 )
 
@@ -49,7 +51,12 @@ func connectTo(t *testing.T, cfg mcpserver.Config) fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Jobs, cfg.WorkspaceRoots = &mcpserver.Local{Runner: r}, []string{root}
+	p, err := plane.Open(context.Background(), plane.Config{Runner: r, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	cfg.Jobs, cfg.WorkspaceRoots = p.Jobs, []string{root}
 	s := mcpserver.New(cfg)
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)

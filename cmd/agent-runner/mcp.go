@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
@@ -55,7 +56,15 @@ func init() {
 			if err != nil {
 				return err
 			}
-			s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: r}, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind})
+			defer r.Close()
+			// The jobs run on a plane of their own (embedded queue under
+			// the store, workers in this process), as serve's do.
+			p, err := plane.Open(ctx, plane.Config{Runner: r, Logger: telemetry.Logger(os.Stderr, slog.LevelWarn)})
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			s := mcpserver.New(mcpserver.Config{Jobs: p.Jobs, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind})
 			return s.Run(ctx, &mcp.StdioTransport{})
 		},
 	}

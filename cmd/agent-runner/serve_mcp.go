@@ -10,7 +10,8 @@ import (
 	"github.com/agent-runner/agent-runner/mcpserver"
 )
 
-// serve mounts the MCP sandbox tools at /mcp (streamable HTTP), behind the
+// serve mounts the MCP sandbox tools at /mcp (streamable HTTP) on serve's
+// jobs service (its queue, workers and records), behind the
 // same bearer-token auth as the rest of the API (scope submit); workspaces
 // must lie under serve's --workspace-root, and every job runs on serve's
 // --default-backend (a client may not name another).
@@ -18,7 +19,7 @@ func init() {
 	var allowShell bool
 	serveCmd.Flags().BoolVar(&allowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
 	serveMounts = append(serveMounts, func(_ context.Context, d serveDeps) error {
-		s := mcpserver.New(mcpserver.Config{Jobs: &mcpserver.Local{Runner: d.Runner}, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend})
+		s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend})
 		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 		d.Mux.Handle("/mcp", d.Auth(auth.ScopeSubmit, h))
 		return nil
