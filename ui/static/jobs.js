@@ -153,6 +153,7 @@ export async function jobPage(main, id, signal) {
     section('Replay', replayBox));
   if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
 
+  summary.append(summaryRows({}));
   let status = '';
   const setStatus = (s) => {
     status = s;
@@ -184,20 +185,12 @@ export async function jobPage(main, id, signal) {
 
   const showResult = (r) => {
     setStatus(r.status);
-    summary.replaceChildren(kv([
-      ['Backend', r.backend || '—'],
-      ['Exit code', r.exit_code === null || r.exit_code === undefined ? '—' : String(r.exit_code)],
-      ['Duration', fmtDuration(r.duration_ms)],
-      ['Started', fmtTime(r.started_at)], ['Ended', fmtTime(r.ended_at)],
-      r.attempt > 1 && ['Attempt', String(r.attempt)],
-      r.termination && ['Termination', r.termination.reason + (r.termination.signal ? ' (' + r.termination.signal + ')' : '')],
-      r.error && ['Error', h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`)],
-    ]));
+    summary.replaceChildren(summaryRows(r));
     const d = r.policy_decision || {};
     decisionBox.replaceChildren(kv([
       ['Action', h('span', { class: 'badge ' + (d.action === 'deny' ? 's-failed' : 's-completed') }, d.action || '—')],
       ['Policy version', h('code', { class: 'hash' }, d.policy_version || '—')],
-    ]), (d.messages && d.messages.length) ? h('ul', {}, d.messages.map((m) => h('li', {}, m))) : null);
+    ]), h('ul', { class: 'messages' }, (d.messages || []).map((m) => h('li', {}, m))));
     const en = r.enforcement || {};
     usageBox.replaceChildren(kv([
       ['Enforced', (en.enforced || []).join(', ') || '—'],
@@ -240,7 +233,11 @@ export async function jobPage(main, id, signal) {
     return;
   }
   setStatus(first.status);
-  if (first.ended_at) showResult(first);
+  if (first.ended_at) {
+    // Finished before the page opened: the result holds the output.
+    showResult(first);
+    return;
+  }
 
   // Follow the events stream, resuming after a dropped connection.
   let lastID = 0;
@@ -293,4 +290,20 @@ function artifactTable(enc, artifacts, skipped) {
     h('div', { class: 'table-wrap' }, h('table', { class: 'list artifacts' },
       h('thead', {}, h('tr', {}, ['Path', 'Size', 'SHA-256', ''].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows))),
     skipped.length ? h('div', {}, h('h3', {}, 'Skipped by the caps'), h('ul', {}, skipped.map((s) => h('li', {}, `${s.path}: ${s.reason} (${fmtBytes(s.size_bytes)})`)))) : null);
+}
+
+// summaryRows has the same rows for a running job (dashes) as for a
+// finished one, so the page does not move when the result arrives.
+function summaryRows(r) {
+  const dash = (v) => (v === null || v === undefined || v === '' ? '—' : String(v));
+  return kv([
+    ['Backend', dash(r.backend)],
+    ['Exit code', dash(r.exit_code)],
+    ['Duration', r.ended_at ? fmtDuration(r.duration_ms) : '—'],
+    ['Started', fmtTime(r.started_at)],
+    ['Ended', fmtTime(r.ended_at)],
+    ['Attempt', dash(r.attempt)],
+    ['Termination', r.termination ? r.termination.reason + (r.termination.signal ? ' (' + r.termination.signal + ')' : '') : '—'],
+    ['Error', r.error ? h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`) : '—'],
+  ]);
 }

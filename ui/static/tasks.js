@@ -73,10 +73,12 @@ export function tasksList(main, query, signal) {
   });
 }
 
+const svgNS = 'http://www.w3.org/2000/svg';
+
 // sparkline draws samples as a fixed-size SVG polyline.
 function sparkline(values, fmt) {
   const W = 280, H = 48;
-  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  const svg = document.createElementNS(svgNS, 'svg');
   svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
   svg.setAttribute('width', W);
   svg.setAttribute('height', H);
@@ -88,7 +90,7 @@ function sparkline(values, fmt) {
     const max = Math.max(...values, 1e-9);
     const step = values.length > 1 ? W / (values.length - 1) : 0;
     const pts = values.map((v, i) => `${(i * step).toFixed(1)},${(H - 2 - (v / max) * (H - 4)).toFixed(1)}`).join(' ');
-    const pl = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+    const pl = document.createElementNS(svgNS, 'polyline');
     pl.setAttribute('points', values.length > 1 ? pts : `0,${H / 2} ${W},${H / 2}`);
     svg.append(pl);
   }
@@ -169,18 +171,19 @@ export async function taskPage(main, id, signal) {
   const showStatus = (t) => {
     setState(t.state);
     const md = t.metadata;
+    // The same rows before and after the task ends: nothing moves.
     summary.replaceChildren(kv([
       ['Name', t.name || '—'],
       ['Labels', Object.entries(t.labels || {}).map(([k, v]) => k + '=' + v).join(' ') || '—'],
+      ['Parent', t.parent_id ? h('a', { href: '#/tasks/' + encodeURIComponent(t.parent_id) }, t.parent_id) : '—'],
       ['Created', fmtTime(t.created_at)],
       ['Started', fmtTime(t.started_at)],
       ['Ended', fmtTime(t.ended_at)],
-      t.parent_id && ['Parent', h('a', { href: '#/tasks/' + encodeURIComponent(t.parent_id) }, t.parent_id)],
-      md && ['Backend', md.backend],
-      md && ['Exit code', md.exit_code === undefined || md.exit_code === null ? '—' : String(md.exit_code)],
-      md && ['Duration', fmtDuration(md.duration_ms)],
-      md && md.not_enforced && ['Not enforced', h('span', { class: 'warn' }, md.not_enforced.join(', '))],
-      t.error && ['Error', h('span', { class: 'error' }, `${t.error.code}: ${t.error.message}`)],
+      ['Backend', md ? md.backend : '—'],
+      ['Exit code', md && md.exit_code !== undefined && md.exit_code !== null ? String(md.exit_code) : '—'],
+      ['Duration', md ? fmtDuration(md.duration_ms) : '—'],
+      ['Not enforced', md && md.not_enforced ? h('span', { class: 'warn' }, md.not_enforced.join(', ')) : '—'],
+      ['Error', t.error ? h('span', { class: 'error' }, `${t.error.code}: ${t.error.message}`) : '—'],
     ]));
     if (md && md.children && md.children.length) {
       childrenBox.replaceChildren(h('ul', {}, md.children.map((c) => h('li', {}, h('a', { href: '#/tasks/' + encodeURIComponent(c.task_id) }, c.task_id), ' ', badge(c.state)))));

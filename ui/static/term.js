@@ -3,8 +3,10 @@
 // drops every other escape sequence, keeps a bounded scrollback and
 // follows the end unless the reader scrolled up.
 
+// Colours 0-7 are lightened for the dark background, so each reads at
+// WCAG AA contrast or better on it (black is drawn grey).
 const palette = [
-  '#1d1f21', '#cc3333', '#2e8b2e', '#b58900', '#3366cc', '#a03ca0', '#1f8a8a', '#c5c8c6',
+  '#7a808c', '#f06a6a', '#46b946', '#d4a72c', '#6d9bf1', '#d07be0', '#3fb8b8', '#c5c8c6',
   '#666666', '#ff5f5f', '#5fd75f', '#ffd75f', '#5f87ff', '#ff5fff', '#5fffff', '#ffffff',
 ];
 

@@ -24,6 +24,7 @@ func TestTaskTerminalShowsLiveOutput(t *testing.T) {
 	origin := tasktest.Origin(t, map[string]string{
 		"a.txt": "one\n",
 		"agent.sh": "printf '\\033[1;32mfirst-line-green\\033[0m plain\\n'\n" +
+			"printf '\\033[34m[tool]\\033[0m Read a.txt\\n\\033[33mnote:\\033[0m waiting for review\\n\\033[38;5;208m256-colour\\033[0m \\033[7minverse\\033[0m\\n'\n" +
 			"i=0; while [ ! -e " + gate + " ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n" +
 			"echo second-line\necho changed-by-agent > a.txt\n",
 	})
@@ -55,8 +56,8 @@ agent: {command: ["/bin/sh", "agent.sh"]}
 	run(t, ctx, "read the line's style", 10*time.Second,
 		chromedp.Evaluate(`getComputedStyle(document.querySelector("#terminal span")).color`, &colour),
 		chromedp.Evaluate(`getComputedStyle(document.querySelector("#terminal span")).fontWeight`, &weight))
-	if colour != "rgb(46, 139, 46)" || weight != "700" {
-		t.Errorf("first line styled colour %s weight %s, want rgb(46, 139, 46) (SGR 32) weight 700 (SGR 1)", colour, weight)
+	if colour != "rgb(70, 185, 70)" || weight != "700" {
+		t.Errorf("first line styled colour %s weight %s, want rgb(70, 185, 70) (SGR 32) weight 700 (SGR 1)", colour, weight)
 	}
 	if got := text(t, ctx, "#terminal"); got == "" || strings.Contains(got, "second-line") {
 		t.Errorf("terminal before the gate = %q, want the first line only", got)
