@@ -23,6 +23,8 @@ import (
 	"github.com/agent-runner/agent-runner/agent/manifest"
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/jobs"
+	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
 )
 
@@ -43,7 +45,9 @@ type Options struct {
 	// Cwd resolves relative manifest roots and tool paths (default: the
 	// process working directory).
 	Cwd string
-	// Jobs runs subprocess tools; nil opens a runner on <run_dir>/jobs.
+	// Jobs runs subprocess tools (ServiceRunner: serve's jobs service);
+	// nil opens a plane of the run's own on <run_dir>/jobs, closed by
+	// Finish.
 	Jobs gateway.JobRunner
 	// Backend is the backend kind subprocess tools run on (default
 	// linux_sandbox; see gateway.WithBackend). When it is unavailable
@@ -71,6 +75,7 @@ type Session struct {
 	Started  time.Time
 	now      func() time.Time
 	steps    []StepRecord
+	plane    *lazyPlane // nil when Options.Jobs was given
 }
 
 // StepRecord is one tool call in summary.json.
@@ -142,11 +147,12 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "create audit log")
 	}
 	s.Audit.SetClock(o.Now)
-	jobs := o.Jobs
-	if jobs == nil {
-		jobs = &lazyRunner{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger, Egress: o.Egress, AllowHostNetwork: o.AllowHostNetwork}}
+	runJobs := o.Jobs
+	if runJobs == nil {
+		s.plane = &lazyPlane{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger, Egress: o.Egress, AllowHostNetwork: o.AllowHostNetwork}, log: o.Logger}
+		runJobs = s.plane
 	}
-	s.Gateway = gateway.New(p, s.Audit, jobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
+	s.Gateway = gateway.New(p, s.Audit, runJobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
 	pol, _ := json.Marshal(p)
 	sum := sha256.Sum256(raw)
 	if err := s.Audit.Append(audit.Event{Event: audit.EventRunStart, Agent: p.Name, Mode: mode, Manifest: hex.EncodeToString(sum[:]), Policy: pol}); err != nil {
@@ -187,6 +193,9 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (
 
 // Finish writes run_end and summary.json and closes the audit log.
 func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
+	if s.plane != nil {
+		s.plane.close()
+	}
 	used := s.Gateway.CallsUsed()
 	sum := Summary{
 		RunID: s.ID, RunDir: s.Dir, Agent: s.Policy.Name, Mode: s.Mode, StartedAt: s.Started,
@@ -223,23 +232,56 @@ func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
 	return sum, nil
 }
 
-// lazyRunner opens the run's job store on the first subprocess tool call,
-// so runs without one have no jobs/ directory.
-type lazyRunner struct {
+// lazyPlane opens the run's job plane (runner, embedded queue, workers and
+// jobs service on <run_dir>/jobs) on the first subprocess tool call, so
+// runs without one have no jobs/ directory. Its tools are then queued,
+// run, recorded and canceled like every other job.
+type lazyPlane struct {
 	cfg runner.Config
+	log *slog.Logger
 	mu  sync.Mutex
 	r   *runner.Runner
+	p   *plane.Plane
 }
 
-func (l *lazyRunner) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
+func (l *lazyPlane) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.r == nil {
+	if l.p == nil {
 		r, err := runner.New(l.cfg)
 		if err != nil {
+			l.mu.Unlock()
 			return job.Result{}, err
 		}
-		l.r = r
+		p, err := plane.Open(ctx, plane.Config{Runner: r, Logger: l.log})
+		if err != nil {
+			r.Close()
+			l.mu.Unlock()
+			return job.Result{}, err
+		}
+		l.r, l.p = r, p
 	}
-	return l.r.Run(ctx, req, opts)
+	p := l.p
+	l.mu.Unlock()
+	return p.Jobs.Run(ctx, req, jobs.Mounts{ReadOnly: opts.ReadOnly, Writable: opts.Writable})
+}
+
+// close stops the plane, if it was opened.
+func (l *lazyPlane) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.p != nil {
+		l.p.Close()
+		l.r.Close()
+		l.p, l.r = nil, nil
+	}
+}
+
+// ServiceRunner runs a session's subprocess tools through a jobs service
+// the caller already has (serve's), with the gateway's read and write
+// roots as the job's mounts.
+type ServiceRunner struct{ Jobs *jobs.Service }
+
+// Run implements gateway.JobRunner.
+func (s ServiceRunner) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
+	return s.Jobs.Run(ctx, req, jobs.Mounts{ReadOnly: opts.ReadOnly, Writable: opts.Writable})
 }
