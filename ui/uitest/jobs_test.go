@@ -16,7 +16,7 @@ import (
 // TestJobAppearsCompletesAndItsArtifactDownloads: a job submitted while
 // the jobs page is open appears on it and turns completed; its page shows
 // the output, and the artifact downloaded from the page has the SHA-256
-// the result records.
+// the result records; the overview counts it among the completed jobs.
 func TestJobAppearsCompletesAndItsArtifactDownloads(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServe(t, "")
@@ -68,6 +68,13 @@ func TestJobAppearsCompletesAndItsArtifactDownloads(t *testing.T) {
 	if string(got) != "artifact-bytes-42" {
 		t.Errorf("downloaded out.bin = %q, want %q", got, "artifact-bytes-42")
 	}
+
+	run(t, ctx, "the overview counts it", 20*time.Second,
+		hashTo("#/"),
+		waitJS(`document.querySelector("#health").textContent === "ok"`),
+		waitJS(`/^[0-9]+$/.test(document.querySelector("#queue-depth").textContent) && document.querySelector("#queue-capacity").textContent === "1024"`),
+		waitJS(`document.querySelector("main").textContent.includes("completed1")`))
+	shot(t, ctx, "overview")
 }
 
 // TestCancelFromTheJobPage: the page's cancel button ends a running job.
