@@ -33,6 +33,11 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 				s.log.Warn("cannot publish a cancel's status event", telemetry.KeyJobID, id, "error", err)
 			}
 			s.cfg.Observer.Finished(res)
+			// Out of the queue, so a worker whose store cannot see this
+			// result (another host's) never runs it.
+			if err := s.cfg.Queue.Remove(ctx, id); err != nil {
+				s.log.Warn("cannot remove a canceled job's message; its worker will skip it on the cancel", telemetry.KeyJobID, id, "error", err)
+			}
 		}
 	}
 	// The cancel message goes out after a queued job's result is written:

@@ -184,6 +184,14 @@ func TestListValidatesAndPages(t *testing.T) {
 	if err != nil || v.Result == nil || v.Result.Status != job.StatusCanceled {
 		t.Errorf("Cancel(queued) = %+v, %v; want a canceled result", v, err)
 	}
+	// Its message is gone: a worker on another host, whose store cannot
+	// see the canceled result, never takes it.
+	if queued, err := q.Queued(ctx, "job_b"); err != nil || queued {
+		t.Errorf("job_b still in the queue after its cancel = %v, %v", queued, err)
+	}
+	if queued, _ := q.Queued(ctx, "job_a"); !queued {
+		t.Errorf("job_a left the queue; only the canceled job should")
+	}
 	if _, err := svc.Get(ctx, "job_a", jobs.MaxLongPoll+time.Second); job.CodeOf(err) != job.CodeInvalidRequest {
 		t.Errorf("Get with a wait over the maximum = %v, want %s", err, job.CodeInvalidRequest)
 	}

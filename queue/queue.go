@@ -260,6 +260,24 @@ func (q *Queue) Queued(ctx context.Context, jobID string) (bool, error) {
 	return err == nil, err
 }
 
+// Remove deletes jobID's message if it is still in the jobs stream, so no
+// worker takes it (a queued job canceled: a worker with a store of its own
+// could not see the canceled result). A message a worker already holds
+// is gone too; that worker hears the cancel instead.
+func (q *Queue) Remove(ctx context.Context, jobID string) error {
+	msg, err := q.jobs.GetLastMsgForSubject(ctx, jobsPrefix+jobID)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot read the jobs stream")
+	}
+	if err := q.jobs.DeleteMsg(ctx, msg.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot remove a canceled job from the queue")
+	}
+	return nil
+}
+
 // Depth is the number of jobs in the stream (queued or running).
 func (q *Queue) Depth(ctx context.Context) (uint64, error) {
 	info, err := q.jobs.Info(ctx)
