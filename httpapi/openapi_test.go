@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,15 +19,21 @@ import (
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskstore"
+	"github.com/agent-runner/agent-runner/ui"
 )
 
 // mcpMethods are the methods of MCP's streamable HTTP transport, which
 // serve mounts at /mcp for every method (cmd/agent-runner/serve_mcp.go).
 var mcpMethods = []string{"POST", "GET", "DELETE"}
 
+// uiRoutes are the dashboard's routes as ui.Mount registers them (package
+// ui lists them nowhere else); TestOpenAPIRoutesAnswer mounts the
+// dashboard, so a route here that ui.Mount does not register fails there.
+var uiRoutes = []string{"GET /{$}", "GET /ui/", "GET /ui-api/jobs/{job_id}/request", "GET /ui-api/tasks/{id}/stream"}
+
 // servedRoutes is every "METHOD /path" `agent-runner serve` answers on its
-// listener: the job routes, the task API and /mcp; path wildcards
-// {name...} are written {name} as OpenAPI does.
+// listener: the job routes, the task API, /mcp and the dashboard; path
+// wildcards {name...} are written {name} as OpenAPI does, and /{$} as /.
 func servedRoutes() []string {
 	var out []string
 	for _, r := range httpapi.Routes() {
@@ -36,6 +43,7 @@ func servedRoutes() []string {
 	for _, m := range mcpMethods {
 		out = append(out, m+" /mcp")
 	}
+	out = append(out, uiRoutes...)
 	return normalize(out)
 }
 
@@ -44,11 +52,14 @@ var wildcard = regexp.MustCompile(`\{(\w+)\.\.\.\}`)
 func normalize(routes []string) []string {
 	out := make([]string, len(routes))
 	for i, r := range routes {
-		out[i] = wildcard.ReplaceAllString(r, "{$1}")
+		out[i] = strings.ReplaceAll(wildcard.ReplaceAllString(r, "{$1}"), "{$}", "")
 	}
 	sort.Strings(out)
 	return out
 }
+
+// publicPaths need no token and so name no x-scope.
+var publicPaths = []string{"/health", "/openapi.json", "/", "/ui/"}
 
 type openAPIOperation struct {
 	Tags  []string `json:"tags"`
@@ -87,7 +98,7 @@ func documented(t *testing.T) (served, children []string) {
 				}
 				children = append(children, route)
 				continue
-			case op.Scope == "" && path != "/health" && path != "/openapi.json":
+			case op.Scope == "" && !slices.Contains(publicPaths, path):
 				t.Errorf("%s has no x-scope", route)
 			}
 			served = append(served, route)
@@ -112,7 +123,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 }
 
 // TestOpenAPIRoutesAnswer sends every documented operation of the job and
-// task APIs to a server mounted as serve mounts them: none may be the
+// task APIs and the dashboard to a server mounted as serve mounts them:
+// none may be the
 // router's own 404 or 405 (text/plain), so a documented path that is
 // spelt differently from the registered one fails. /mcp is left out: its
 // handler is wired in cmd/agent-runner and answers every method.
@@ -123,6 +135,9 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	taskapi.Routes(e.api.Mux(), store, e.api.Auth)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ui.Mount(ctx, ui.Config{Mux: e.api.Mux(), Auth: e.api.Auth, Store: e.r.Store()})
 	id := e.submit(e.request([]string{"true"}, "true"))
 	e.wait(id)
 	served, _ := documented(t)
@@ -144,10 +159,10 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		if routerMiss {
 			t.Errorf("%s %s = %d %q: the router has no such route", method, path, resp.StatusCode, body)
 		}
-		// A GET of a finished job's JSON or event routes, and of the
-		// service's, answers 200.
-		if method == "GET" && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/ws/") &&
-			!strings.HasSuffix(path, "/ws") && !strings.Contains(path, "no/such/file") && resp.StatusCode != http.StatusOK {
+		// A GET of the finished job's routes, the lists, the service's
+		// and the dashboard's answers 200 (/ redirects to /ui/).
+		if method == "GET" && !strings.Contains(path, "no-such-task") && !strings.Contains(path, "no/such/file") &&
+			!strings.HasSuffix(path, "/ws") && resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s = %d, want 200", path, resp.StatusCode)
 		}
 	}
