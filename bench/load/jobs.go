@@ -64,7 +64,7 @@ func (b *bench) jobServeArgs(kind string) []string {
 // local_process) serve's RSS with jobs queued.
 func (b *bench) jobMode(kind string) error {
 	args := b.jobServeArgs(kind)
-	s, err := startServe(b.bin, b.dir, b.store(kind), args...)
+	s, err := b.startServe(b.store(kind), args...)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (b *bench) jobMode(kind string) error {
 // queuedRSS starts serve without workers, queues b.Queued jobs and prints
 // its RSS before and after.
 func (b *bench) queuedRSS(body []byte) error {
-	s, err := startServe(b.bin, b.dir, b.store("queue"), append(backendArgs("local_process"), "--no-workers", "--queue-capacity", strconv.Itoa(b.Queued+10))...)
+	s, err := b.startServe(b.store("queue"), append(backendArgs("local_process"), "--no-workers", "--queue-capacity", strconv.Itoa(b.Queued+10))...)
 	if err != nil {
 		return err
 	}

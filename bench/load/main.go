@@ -53,6 +53,7 @@ type config struct {
 	ServerArgs   []string
 	Bin          string        // a built agent-runner to measure ("" = build this tree)
 	Timeout      time.Duration // longest submit-to-terminal before the run fails
+	IdleConns    int           // idle HTTP connections kept per server
 	Out          io.Writer
 }
 
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&c.Remote, "remote-backend", "local_process", "backend of the remote mode")
 	flag.IntVar(&c.Rounds, "rounds", 5, "remote mode: alternating rounds of own workers and the remote worker per level")
 	flag.StringVar(&c.StoreBase, "store", "", "base directory for stores (default: a temp dir)")
+	flag.IntVar(&c.IdleConns, "idle-conns", 2, "idle HTTP connections the client keeps per server (2 is net/http's default, with which the issue's figures were measured)")
 	flag.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "longest submit-to-terminal of one job or task before the run fails")
 	flag.StringVar(&c.Bin, "bin", "", "agent-runner binary to measure (default: build ./cmd/agent-runner)")
 	flag.StringVar(&serverArgs, "server-args", "", "extra serve flags of the job modes, space separated (e.g. --durable)")
@@ -131,6 +133,9 @@ func run(c config) error {
 		return err
 	}
 	b := &bench{config: c, dir: dir, bin: c.Bin}
+	if b.IdleConns < 1 {
+		b.IdleConns = 2
+	}
 	if b.bin == "" {
 		if b.bin, err = build(dir); err != nil {
 			return err
@@ -139,7 +144,8 @@ func run(c config) error {
 	if b.ws, err = workspace(dir); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.Out, "agent-runner load, %s, %d CPUs, temp dir %s\n", time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), dir)
+	fmt.Fprintf(c.Out, "agent-runner load, %s, %d CPUs, temp dir %s, client keeps %d idle connections per server\n",
+		time.Now().Format("2006-01-02 15:04"), runtime.NumCPU(), dir, b.IdleConns)
 	for _, m := range c.Modes {
 		fmt.Fprintf(c.Out, "\n[load average %s]\n", loadavg())
 		switch m {

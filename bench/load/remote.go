@@ -15,7 +15,7 @@ import (
 func (b *bench) remoteMode(kind string) error {
 	workers := strconv.Itoa(b.Workers)
 	localArgs := b.jobServeArgs(kind)
-	local, err := startServe(b.bin, b.dir, b.store("own-workers"), localArgs...)
+	local, err := b.startServe(b.store("own-workers"), localArgs...)
 	if err != nil {
 		return err
 	}
@@ -27,13 +27,13 @@ func (b *bench) remoteMode(kind string) error {
 	}
 	store := b.store("remote")
 	apiArgs := append([]string{"--no-workers", "--nats-listen", natsAddr, "--queue-capacity", "100000"}, backendArgs(kind)...)
-	api, err := startServe(b.bin, b.dir, store, append(apiArgs, b.ServerArgs...)...)
+	api, err := b.startServe(store, append(apiArgs, b.ServerArgs...)...)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
 	workerArgs := append([]string{"--workers", workers}, backendArgs(kind)...)
-	w, err := startWorker(b.bin, b.dir, store, "nats://"+natsAddr, workerArgs...)
+	w, err := b.startWorker(store, "nats://"+natsAddr, workerArgs...)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,19 +86,19 @@ type server struct {
 	url    string
 }
 
-// startServe starts serve on a free loopback port with store under root
-// (also its --workspace-root) and waits until its API answers.
-func startServe(bin, root, store string, extra ...string) (*server, error) {
+// startServe starts serve on a free loopback port with store (under b.dir,
+// its --workspace-root) and waits until its API answers.
+func (b *bench) startServe(store string, extra ...string) (*server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error", "--workspace-root", root}, extra...)
-	p, err := startProc(bin, args...)
+	args := append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error", "--workspace-root", b.dir}, extra...)
+	p, err := startProc(b.bin, args...)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{proc: p, client: client.New("http://"+addr, ""), url: "http://" + addr}
+	s := &server{proc: p, client: b.client("http://" + addr), url: "http://" + addr}
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-p.exited:
@@ -114,9 +115,22 @@ func startServe(bin, root, store string, extra ...string) (*server, error) {
 }
 
 // startWorker starts `agent-runner worker` on the queue at natsURL.
-func startWorker(bin, root, store, natsURL string, extra ...string) (*proc, error) {
-	args := append([]string{"worker", "--nats", natsURL, "--store-dir", store, "--log-level", "error", "--workspace-root", root}, extra...)
-	return startProc(bin, args...)
+func (b *bench) startWorker(store, natsURL string, extra ...string) (*proc, error) {
+	args := append([]string{"worker", "--nats", natsURL, "--store-dir", store, "--log-level", "error", "--workspace-root", b.dir}, extra...)
+	return startProc(b.bin, args...)
+}
+
+// client is an API client that keeps b.IdleConns idle connections to the
+// server. net/http keeps 2, so at higher concurrency most requests open a
+// new TCP connection; -idle-conns at the concurrency measures the server
+// without that churn, the default keeps the figures comparable with
+// earlier ones.
+func (b *bench) client(url string) *client.Client {
+	c := client.New(url, "")
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = b.IdleConns
+	c.HTTP = &http.Client{Transport: t}
+	return c
 }
 
 // memory is a process's resident set now and at its peak.

@@ -85,7 +85,7 @@ func (b *bench) taskMode(kind string) error {
 		return err
 	}
 	args := append(backendArgs(kind), "--task-backend", kind)
-	s, err := startServe(b.bin, b.dir, b.store("task-"+kind), args...)
+	s, err := b.startServe(b.store("task-"+kind), args...)
 	if err != nil {
 		return err
 	}
