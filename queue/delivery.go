@@ -14,8 +14,9 @@ import (
 // ErrNoJob means Next waited and no job arrived.
 var ErrNoJob = errors.New("queue: no job")
 
-// Delivery is one job message handed to a worker.
+// Delivery is one job (or task) message handed to a worker.
 type Delivery struct {
+	// JobID is the job's id, or the task's for NextTask.
 	JobID   string
 	Payload []byte
 	// Attempt is the delivery count: 1 the first time, more after a
@@ -33,9 +34,28 @@ func (d Delivery) Done(ctx context.Context) error { return d.msg.DoubleAck(ctx) 
 
 // Next waits up to maxWait for the next job.
 func (q *Queue) Next(ctx context.Context, maxWait time.Duration) (Delivery, error) {
+	return q.next(ctx, q.cons, jobsPrefix, maxWait)
+}
+
+// NextTask waits up to maxWait for the next agent task; the payload is
+// the task's message (package taskstore). A queue joined without task
+// consumer answers ErrNoJob after the wait.
+func (q *Queue) NextTask(ctx context.Context, maxWait time.Duration) (Delivery, error) {
+	if q.tasks == nil {
+		select {
+		case <-ctx.Done():
+			return Delivery{}, ctx.Err()
+		case <-time.After(maxWait):
+			return Delivery{}, ErrNoJob
+		}
+	}
+	return q.next(ctx, q.tasks, tasksPrefix, maxWait)
+}
+
+func (q *Queue) next(ctx context.Context, cons jetstream.Consumer, prefix string, maxWait time.Duration) (Delivery, error) {
 	fctx, cancel := context.WithTimeout(ctx, maxWait)
 	defer cancel()
-	batch, err := q.cons.Fetch(1, jetstream.FetchContext(fctx))
+	batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		if ctx.Err() != nil {
 			return Delivery{}, ctx.Err()
@@ -49,7 +69,7 @@ func (q *Queue) Next(ctx context.Context, maxWait time.Duration) (Delivery, erro
 			attempt = int(meta.NumDelivered)
 		}
 		return Delivery{
-			JobID:   strings.TrimPrefix(msg.Subject(), jobsPrefix),
+			JobID:   strings.TrimPrefix(msg.Subject(), prefix),
 			Payload: msg.Data(),
 			Attempt: attempt,
 			msg:     msg,
@@ -68,6 +88,16 @@ func (q *Queue) Next(ctx context.Context, maxWait time.Duration) (Delivery, erro
 func (q *Queue) Cancel(jobID string) error {
 	return q.nc.Publish(cancelSubject, []byte(jobID))
 }
+
+// CancelTask asks every worker to cancel taskID if it is running it; the
+// OnCancel function hears TaskCancelKey(taskID).
+func (q *Queue) CancelTask(taskID string) error {
+	return q.nc.Publish(cancelSubject, []byte(TaskCancelKey(taskID)))
+}
+
+// TaskCancelKey is how a task's cancel reaches OnCancel: a job and a
+// task may share an id.
+func TaskCancelKey(taskID string) string { return "task:" + taskID }
 
 // OnCancel calls fn with each job id a cancel request names.
 func (q *Queue) OnCancel(fn func(jobID string)) (stop func(), err error) {

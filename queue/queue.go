@@ -40,9 +40,13 @@ const (
 	JobsStream    = "AR_JOBS"
 	EventsStream  = "AR_EVENTS"
 	jobsPrefix    = "ar.jobs."
+	tasksPrefix   = "ar.tasks."
 	eventsPrefix  = "ar.events."
 	cancelSubject = "ar.cancel"
 	consumerName  = "workers"
+	// taskConsumerName is the task workers' consumer: tasks run for
+	// minutes, so they have slots of their own and never hold up jobs.
+	taskConsumerName = "task-workers"
 )
 
 // MaxEventsPerJob bounds one job's replayable live events (status changes
@@ -84,6 +88,7 @@ type Queue struct {
 	jobs   jetstream.Stream
 	events jetstream.Stream
 	cons   jetstream.Consumer
+	tasks  jetstream.Consumer // nil when joining a queue without one
 }
 
 // Open starts (or connects to) NATS and makes sure both streams exist.
@@ -167,8 +172,10 @@ func embedded(cfg Config) (*server.Server, error) {
 func (q *Queue) ensureStreams(ctx context.Context) error {
 	var err error
 	q.jobs, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:      JobsStream,
-		Subjects:  []string{jobsPrefix + "*"},
+		Name: JobsStream,
+		// ">" so that an id holding dots (valid for jobs and tasks) is
+		// one subject, not a publish nothing hears.
+		Subjects:  []string{jobsPrefix + ">", tasksPrefix + ">"},
 		Retention: jetstream.WorkQueuePolicy,
 		MaxMsgs:   q.cfg.Capacity,
 		Discard:   jetstream.DiscardNew,
@@ -179,7 +186,7 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	}
 	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:     EventsStream,
-		Subjects: []string{eventsPrefix + "*"},
+		Subjects: []string{eventsPrefix + ">"},
 		Storage:  jetstream.MemoryStorage,
 		MaxAge:   time.Hour,
 		MaxBytes: 256 << 20,
@@ -193,12 +200,23 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	}
 	q.cons, err = q.jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:       consumerName,
+		FilterSubject: jobsPrefix + ">",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       q.cfg.AckWait,
 		MaxAckPending: -1,
 	})
 	if err != nil {
 		return job.Wrap(job.CodeQueueClosed, err, "cannot create the workers consumer")
+	}
+	q.tasks, err = q.jobs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:       taskConsumerName,
+		FilterSubject: tasksPrefix + ">",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.cfg.AckWait,
+		MaxAckPending: -1,
+	})
+	if err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot create the task workers consumer")
 	}
 	return nil
 }
@@ -214,6 +232,11 @@ func (q *Queue) joinStreams(ctx context.Context) error {
 	}
 	if q.cons, err = q.jobs.Consumer(ctx, consumerName); err != nil {
 		return job.Wrap(job.CodeQueueClosed, err, "no workers consumer on this NATS server")
+	}
+	// An API node of an earlier version has no task consumer: this
+	// worker then runs jobs only (HasTasks).
+	if q.tasks, err = q.jobs.Consumer(ctx, taskConsumerName); err != nil {
+		q.tasks = nil
 	}
 	info, err := q.jobs.Info(ctx)
 	if err != nil {
@@ -240,7 +263,17 @@ func (q *Queue) Conn() *nats.Conn { return q.nc }
 
 // Enqueue publishes a job. A full queue is job.CodeQueueFull.
 func (q *Queue) Enqueue(ctx context.Context, jobID string, payload []byte) error {
-	_, err := q.js.Publish(ctx, jobsPrefix+jobID, payload, jetstream.WithMsgID(jobID))
+	return q.enqueue(ctx, jobsPrefix+jobID, jobID, payload)
+}
+
+// EnqueueTask publishes an agent task; it takes a place in the same
+// bounded queue as jobs. A full queue is job.CodeQueueFull.
+func (q *Queue) EnqueueTask(ctx context.Context, taskID string, payload []byte) error {
+	return q.enqueue(ctx, tasksPrefix+taskID, "task:"+taskID, payload)
+}
+
+func (q *Queue) enqueue(ctx context.Context, subject, msgID string, payload []byte) error {
+	_, err := q.js.Publish(ctx, subject, payload, jetstream.WithMsgID(msgID))
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
@@ -248,12 +281,25 @@ func (q *Queue) Enqueue(ctx context.Context, jobID string, payload []byte) error
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeMaxMsgs:
 		return job.Errorf(job.CodeQueueFull, "job queue is full").With("capacity", q.cfg.Capacity)
 	}
-	return job.Wrap(job.CodeQueueClosed, err, "cannot enqueue job")
+	return job.Wrap(job.CodeQueueClosed, err, "cannot enqueue")
 }
 
 // Queued reports whether a message for jobID is still in the jobs stream.
 func (q *Queue) Queued(ctx context.Context, jobID string) (bool, error) {
-	_, err := q.jobs.GetLastMsgForSubject(ctx, jobsPrefix+jobID)
+	return q.queued(ctx, jobsPrefix+jobID)
+}
+
+// QueuedTask reports whether a message for taskID is still in the stream.
+func (q *Queue) QueuedTask(ctx context.Context, taskID string) (bool, error) {
+	return q.queued(ctx, tasksPrefix+taskID)
+}
+
+// HasTasks reports whether this queue has task workers' consumer (every
+// queue an API node of this version created does).
+func (q *Queue) HasTasks() bool { return q.tasks != nil }
+
+func (q *Queue) queued(ctx context.Context, subject string) (bool, error) {
+	_, err := q.jobs.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}
@@ -265,7 +311,16 @@ func (q *Queue) Queued(ctx context.Context, jobID string) (bool, error) {
 // could not see the canceled result). A message a worker already holds
 // is gone too; that worker hears the cancel instead.
 func (q *Queue) Remove(ctx context.Context, jobID string) error {
-	msg, err := q.jobs.GetLastMsgForSubject(ctx, jobsPrefix+jobID)
+	return q.remove(ctx, jobsPrefix+jobID)
+}
+
+// RemoveTask is Remove for a queued agent task.
+func (q *Queue) RemoveTask(ctx context.Context, taskID string) error {
+	return q.remove(ctx, tasksPrefix+taskID)
+}
+
+func (q *Queue) remove(ctx context.Context, subject string) error {
+	msg, err := q.jobs.GetLastMsgForSubject(ctx, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	}
@@ -278,7 +333,8 @@ func (q *Queue) Remove(ctx context.Context, jobID string) error {
 	return nil
 }
 
-// Depth is the number of jobs in the stream (queued or running).
+// Depth is the number of jobs and tasks in the stream (queued or
+// running).
 func (q *Queue) Depth(ctx context.Context) (uint64, error) {
 	info, err := q.jobs.Info(ctx)
 	if err != nil {

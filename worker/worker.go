@@ -38,7 +38,9 @@ import (
 
 // errShutdown is the cause a job's context ends with when shutdown stops
 // it: the job is left to run again, not recorded as canceled.
-var errShutdown = errors.New("worker: stopped by shutdown")
+// For an agent task, which cannot run again from the middle, it is the
+// recorded reason: the task ends failed with run.interrupted.
+var errShutdown = job.Errorf(job.CodeRunInterrupted, "the worker shut down while it ran")
 
 // killWait bounds how long Run waits for killed jobs to return.
 const killWait = 15 * time.Second
@@ -78,6 +80,11 @@ type Config struct {
 	// message unacknowledged: the job is delivered again, and a worker
 	// that finds the result recorded calls Recorded again.
 	Recorded func(ctx context.Context, jobID string) error
+	// Tasks, when set, runs the agent tasks the queue delivers, on
+	// TaskWorkers slots of their own (default 4): tasks run for minutes
+	// and never hold up jobs. Without it this pool takes no tasks.
+	Tasks       TaskRunner
+	TaskWorkers int
 }
 
 // Pool is a set of workers.
@@ -95,6 +102,9 @@ func New(cfg Config) *Pool {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
+	}
+	if cfg.TaskWorkers <= 0 {
+		cfg.TaskWorkers = 4
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -125,6 +135,15 @@ func (p *Pool) Run(ctx context.Context) error {
 			defer wg.Done()
 			p.loop(ctx, jobsCtx)
 		}()
+	}
+	if p.cfg.Tasks != nil {
+		for i := 0; i < p.cfg.TaskWorkers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.taskLoop(ctx, jobsCtx)
+			}()
+		}
 	}
 	<-ctx.Done()
 	done := make(chan struct{})

@@ -118,7 +118,7 @@ func TestEnabledBackends(t *testing.T) {
 	}
 }
 
-// TestTaskBackendFor: tasks run on --task-backend, held to the same rule,
+// TestTaskBackendFor (taskFlags.taskBackend): tasks run on --task-backend, held to the same rule,
 // or on serve's default backend; never on a fallback.
 func TestTaskBackendFor(t *testing.T) {
 	tests := []struct {
@@ -136,7 +136,8 @@ func TestTaskBackendFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, err := taskBackendFor(context.Background(), tt.flag, serveDeps{Backend: isolatingDefault, Backends: testBackends(), UnsafeLocalProcess: tt.unsafeLocal})
+			f := taskFlags{backend: tt.flag}
+			b, err := f.taskBackend(context.Background(), taskDeps{DefaultBackend: isolatingDefault, Backends: testBackends(), UnsafeLocalProcess: tt.unsafeLocal})
 			got := ""
 			if b != nil {
 				got = b.Kind()

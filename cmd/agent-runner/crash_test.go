@@ -26,10 +26,11 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startServer(t *testing.T, store, addr string) *exec.Cmd {
+func startServer(t *testing.T, store, addr string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn", "--workspace-root", os.TempDir(),
-		"--default-backend", "local_process", "--unsafe-local-process") // queue semantics; local_process children die with the server (PDEATHSIG)
+	args := append([]string{"serve", "--addr", addr, "--store-dir", store, "--workers", "2", "--ack-wait", "2s", "--log-level", "warn", "--workspace-root", os.TempDir(),
+		"--default-backend", "local_process", "--unsafe-local-process"}, extra...) // queue semantics; local_process children die with the server (PDEATHSIG)
+	cmd := exec.Command(binary, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -46,6 +46,9 @@ type serveDeps struct {
 	// Flags are serve's parsed flags (mounts add theirs to serveCmd.Flags()
 	// in init() and may read them here).
 	Flags *pflag.FlagSet
+	// RunTasks makes serve's workers take agent tasks from the queue and
+	// run them with r (the task store).
+	RunTasks func(r worker.TaskRunner)
 	// Jobs is the jobs service every door submits, reads, follows and
 	// cancels queued jobs through (POST /v1/jobs calls it too).
 	Jobs *jobs.Service
@@ -73,7 +76,7 @@ var serveMounts []func(ctx context.Context, d serveDeps) error
 type serveOptions struct {
 	addr, storeDir, natsURL, natsListen, tokenFile, defaultBackend, logLevel, traceFile, pprofAddr string
 	capacity                                                                                       int64
-	workers                                                                                        int
+	workers, taskWorkers                                                                           int
 	maxBody                                                                                        int64
 	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
 	durable, noWorkers, unsafeLocal                                                                bool
@@ -97,6 +100,7 @@ func init() {
 	f.StringVar(&o.storeDir, "store-dir", "./agent-runner-runs", "run store (and embedded NATS data) directory")
 	f.Int64Var(&o.capacity, "queue-capacity", 1024, "most jobs queued or running at once; beyond it POST /v1/jobs answers 503")
 	f.IntVar(&o.workers, "workers", 2, "jobs run concurrently by this process")
+	f.IntVar(&o.taskWorkers, "task-workers", 4, "agent tasks run concurrently by this process (slots of their own: tasks never hold up jobs)")
 	f.BoolVar(&o.noWorkers, "no-workers", false, "accept jobs but run none here (workers run elsewhere: agent-runner worker --nats URL)")
 	f.StringVar(&o.natsURL, "nats", "", "external NATS server URL (default: embedded, in-process)")
 	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers; non-loopback needs AGENT_RUNNER_NATS_TOKEN)")
@@ -202,9 +206,11 @@ func serve(o serveOptions) error {
 			return err
 		}
 	}
+	var tasks worker.TaskRunner
 	for _, mount := range serveMounts {
 		d := serveDeps{
-			Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
+			RunTasks: func(r worker.TaskRunner) { tasks = r },
+			Runner:   r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
 			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api.Jobs(), Tracer: tracer, Roots: roots,
 			Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 		}
@@ -230,6 +236,7 @@ func serve(o serveOptions) error {
 		m := api.Metrics()
 		pool := worker.New(worker.Config{
 			Workers: o.workers, Runner: r, Queue: q, Logger: log, Grace: o.shutdownGrace, Tracer: tracer, Admit: admitWorkspace(roots),
+			Tasks: tasks, TaskWorkers: o.taskWorkers,
 			Abort: sig.Force, Draining: drainingLog(log),
 			Started: func(req job.Request, _ int) { m.Started(req.Backend.Kind) },
 			Result:  func(res job.Result) { m.Ran(res) },

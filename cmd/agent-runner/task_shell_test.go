@@ -23,7 +23,9 @@ func preservedTask(t *testing.T) (string, string, string) {
 	base := filepath.Dir(origin)
 	store := filepath.Join(base, "store")
 	addr := freeAddr(t)
-	srv := startServer(t, store, addr)
+	// Tasks on the sandbox (jobs stay on local_process): the shell's
+	// view and network are the sandbox's.
+	srv := startServer(t, store, addr, "--task-backend", "linux_sandbox")
 	t.Cleanup(func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() })
 	server := "http://" + addr
 	manifest := filepath.Join(base, "task.yaml")

@@ -12,6 +12,7 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -35,11 +36,14 @@ func init() {
 	var workspaceRoots []string
 	var network egressFlags
 	var view sandboxFlags
+	var tasks taskFlags
+	var taskWorkers int
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
-		Short: "Run queued jobs from a serve node's NATS JetStream queue (no HTTP)",
+		Short: "Run queued jobs and agent tasks from a serve node's NATS JetStream queue (no HTTP)",
 		Long: "worker joins the job queue that `serve --nats URL` or `serve --nats-listen ADDR`\n" +
 			"created, pulls jobs and runs them, writing run records under --store-dir\n" +
+			"(and agent tasks, whose whole lifecycle runs here, under --store-dir/tasks)\n" +
 			"and sending each finished record to the API node over NATS (no shared\n" +
 			"filesystem needed; the job is acknowledged once it arrived). It hears cancel\n" +
 			"requests; on SIGTERM it stops pulling and lets running jobs finish within\n" +
@@ -88,9 +92,19 @@ func init() {
 			if err != nil {
 				return usageError{err}
 			}
-			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
+			// Agent tasks from the same queue run here too, each whole
+			// lifecycle (staging, agent, collection) on this host.
+			ts, err := tasks.store(ctx, taskDeps{StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind, UnsafeLocalProcess: unsafeLocal,
+				Egress: cfg.Egress, Roots: roots})
+			if err != nil {
+				return err
+			}
+			ts.Queue, ts.SharedQueue = q, true
+			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
+			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
-				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store())}).Run(ctx)
+				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store()),
+				Tasks: ts, TaskWorkers: taskWorkers}).Run(ctx)
 			if err == nil && sig.Forced() {
 				err = forcedError()
 			}
@@ -101,6 +115,8 @@ func init() {
 	f := cmd.Flags()
 	network.register(f)
 	view.register(f)
+	tasks.register(f, "worker")
+	f.IntVar(&taskWorkers, "task-workers", 4, "agent tasks run concurrently (slots of their own: tasks never hold up jobs)")
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
 	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "this worker's run store (the API node gets each finished record over NATS)")
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")

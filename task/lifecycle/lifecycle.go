@@ -134,6 +134,12 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		to := state.Failed
 		if ctx.Err() != nil {
 			to, jerr = state.Cancelled, job.Errorf(job.CodeRunCanceled, "task was cancelled")
+			// A worker shutting down ends its context with a cause coded
+			// run.interrupted: the task failed for that reason, nobody
+			// cancelled it.
+			if cause := context.Cause(ctx); job.CodeOf(cause) == job.CodeRunInterrupted {
+				to, jerr = state.Failed, job.AsError(cause)
+			}
 		}
 		_ = m.Transition(to, jerr.Message, jerr)
 		md.State, md.Error = to, jerr

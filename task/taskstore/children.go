@@ -75,7 +75,10 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	if err := s.create(t, doc); err != nil {
 		return "", err
 	}
-	s.schedule(t, doc, parent)
+	if err := s.schedule(t, doc, parent); err != nil {
+		s.removeRecord(t.Metadata.ID)
+		return "", err
+	}
 	return t.Metadata.ID, nil
 }
 
@@ -87,24 +90,34 @@ func maxConcurrent(t *manifest.Task) int {
 	return DefaultMaxConcurrent
 }
 
-// schedule starts a child now, or queues it behind its siblings when
-// parent's max_concurrent children are already running.
-func (s *Store) schedule(t *manifest.Task, doc []byte, parent *manifest.Task) {
-	max := maxConcurrent(parent)
+// schedule dispatches a child now, or holds it behind its siblings when
+// parent's max_concurrent children are already active.
+func (s *Store) schedule(t *manifest.Task, doc []byte, parent *manifest.Task) error {
 	s.mu.Lock()
-	active := 0
-	for _, p := range s.parentOf {
-		if p == t.ParentID {
-			active++
-		}
-	}
-	if active >= max {
+	if s.activeChildrenLocked(t.ParentID, t.Metadata.ID) >= maxConcurrent(parent) {
 		s.waiting[t.ParentID] = append(s.waiting[t.ParentID], queued{t, doc})
 		s.mu.Unlock()
-		return
+		return nil
 	}
+	s.dispatched[t.Metadata.ID] = true
 	s.mu.Unlock()
-	s.start(t, doc)
+	return s.dispatch(t, doc)
+}
+
+// activeChildrenLocked counts parentID's children that hold a
+// max_concurrent slot (except one): started, or pending and handed to
+// the queue. It reads their states from the store, so children that
+// workers of other processes ran are counted as they end.
+func (s *Store) activeChildrenLocked(parentID, except string) int {
+	n := 0
+	for _, c := range s.Children(parentID) {
+		switch {
+		case c.TaskID == except || c.State.Terminal():
+		case c.State != state.Pending || s.dispatched[c.TaskID]:
+			n++
+		}
+	}
+	return n
 }
 
 // withinParent refuses a child that asks for more than its parent has.
@@ -194,18 +207,47 @@ func (s *Store) depth(id string) int {
 	return d
 }
 
-// release starts the next waiting child of parentID, if any.
+// release dispatches parentID's waiting children while it has free
+// slots. A child the queue refuses ends failed with the queue's error.
 func (s *Store) release(parentID string) {
-	s.mu.Lock()
-	q := s.waiting[parentID]
-	if len(q) == 0 {
-		s.mu.Unlock()
-		return
+	parent, err := s.manifest(parentID)
+	if err != nil {
+		parent = nil // gone: its children take the default slots
 	}
-	next := q[0]
-	s.waiting[parentID] = q[1:]
+	for {
+		s.mu.Lock()
+		q := s.waiting[parentID]
+		if len(q) == 0 || s.activeChildrenLocked(parentID, "") >= maxConcurrent(parent) {
+			s.mu.Unlock()
+			return
+		}
+		next := q[0]
+		if s.waiting[parentID] = q[1:]; len(q) == 1 {
+			delete(s.waiting, parentID)
+		}
+		s.dispatched[next.t.Metadata.ID] = true
+		s.mu.Unlock()
+		if err := s.dispatch(next.t, next.doc); err != nil {
+			if m, oerr := s.Open(next.t.Metadata.ID); oerr == nil {
+				s.transition(m, state.Failed, "the queue refused the child", job.AsError(err))
+			}
+		}
+	}
+}
+
+// ReleaseWaiting lets waiting children go whose siblings ended on workers
+// of other processes (a child that ends in this process releases the next
+// at once). serve calls it every few seconds.
+func (s *Store) ReleaseWaiting() {
+	s.mu.Lock()
+	parents := make([]string, 0, len(s.waiting))
+	for p := range s.waiting {
+		parents = append(parents, p)
+	}
 	s.mu.Unlock()
-	s.start(next.t, next.doc)
+	for _, p := range parents {
+		s.release(p)
+	}
 }
 
 // outsideParent lists the child's allowed hosts its parent's do not cover.

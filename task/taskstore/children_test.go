@@ -109,9 +109,18 @@ func TestRecoveredChildrenWaitForASlot(t *testing.T) {
 	record(t, s, "p", "", string(childDoc("p", "children: {max_concurrent: 1}\n")))
 	record(t, s, "c1", "p", string(childDoc("c1", "parent_id: p\n")))
 	record(t, s, "c2", "p", string(childDoc("c2", "parent_id: p\n")))
-	s.mu.Lock()
-	s.parentOf["sibling"] = "p" // a child of p already holds the one slot
-	s.mu.Unlock()
+	// A child of p already holds the one slot: it is staging (Recover,
+	// which takes directories in name order, ends it after c1 and c2).
+	record(t, s, "sibling", "p", string(childDoc("sibling", "parent_id: p\n")))
+	for _, id := range []string{"sibling", "c1", "c2"} {
+		if err := s.indexChild("p", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sibling, _ := state.Open(s.Dir("sibling"))
+	if err := sibling.Transition(state.Staging, "cloning", nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Recover(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,9 +136,9 @@ func TestRecoveredChildrenWaitForASlot(t *testing.T) {
 		}
 	}
 	// The sibling ends: the queue drains one child at a time.
-	s.mu.Lock()
-	delete(s.parentOf, "sibling")
-	s.mu.Unlock()
+	if m, _ := state.Open(s.Dir("sibling")); !m.Current().State.Terminal() {
+		t.Fatalf("sibling = %s after Recover, want it ended", m.Current().State)
+	}
 	s.release("p")
 	s.Wait()
 	for _, id := range []string{"c1", "c2"} {

@@ -36,14 +36,23 @@ type Store struct {
 	Root      string
 	Lifecycle lifecycle.Config
 	Retention Retention
+	// Queue, when set, is where submitted tasks wait for a worker (see
+	// RunQueued); nil runs them in this process.
+	Queue Queue
+	// SharedQueue says workers of other processes take tasks from Queue
+	// too: Recover then leaves a started task to its worker, or to the
+	// queue's redelivery. Otherwise only this process ran it, and a task
+	// found started at start-up was interrupted by the restart.
+	SharedQueue bool
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
-	// parentOf maps each running child to its parent; waiting holds
+	// dispatched marks the children handed to the queue or started (they
+	// hold a max_concurrent slot until they are terminal); waiting holds
 	// children over their parent's max_concurrent, in submission order.
-	parentOf map[string]string
-	waiting  map[string][]queued
-	wg       sync.WaitGroup
+	dispatched map[string]bool
+	waiting    map[string][]queued
+	wg         sync.WaitGroup
 }
 
 // New returns a store rooted at root (created if needed).
@@ -52,7 +61,7 @@ func New(root string, cfg lifecycle.Config) (*Store, error) {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task store")
 	}
 	s := &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{},
-		parentOf: map[string]string{}, waiting: map[string][]queued{}}
+		dispatched: map[string]bool{}, waiting: map[string][]queued{}}
 	s.Lifecycle.ChildrenOf = s.Children
 	return s, nil
 }
@@ -74,7 +83,10 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if err := s.create(t, manifestYAML); err != nil {
 		return "", err
 	}
-	s.start(t, manifestYAML)
+	if err := s.dispatch(t, manifestYAML); err != nil {
+		s.removeRecord(t.Metadata.ID)
+		return "", err
+	}
 	return t.Metadata.ID, nil
 }
 
@@ -103,27 +115,35 @@ func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	return nil
 }
 
+// start runs a task in this process, in the background (no queue).
 func (s *Store) start(t *manifest.Task, manifestYAML []byte) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s.mu.Lock()
-	s.running[t.Metadata.ID] = cancel
-	if t.ParentID != "" {
-		s.parentOf[t.Metadata.ID] = t.ParentID
-	}
-	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer cancel()
-		_, _ = lifecycle.Run(ctx, s.Dir(t.Metadata.ID), t, manifestYAML, s.Lifecycle)
-		s.mu.Lock()
-		delete(s.running, t.Metadata.ID)
-		delete(s.parentOf, t.Metadata.ID)
-		s.mu.Unlock()
-		if t.ParentID != "" {
-			s.release(t.ParentID)
-		}
+		s.run(context.Background(), t, manifestYAML)
 	}()
+}
+
+// run runs a pending task to its end, cancellable through Cancel, then
+// lets its parent's next waiting child go.
+func (s *Store) run(ctx context.Context, t *manifest.Task, manifestYAML []byte) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.running[t.Metadata.ID] = cancel
+	s.mu.Unlock()
+	_, _ = lifecycle.Run(ctx, s.Dir(t.Metadata.ID), t, manifestYAML, s.Lifecycle)
+	s.mu.Lock()
+	delete(s.running, t.Metadata.ID)
+	s.mu.Unlock()
+	s.finished(t)
+}
+
+// finished lets the next waiting child of t's parent go.
+func (s *Store) finished(t *manifest.Task) {
+	if t.ParentID != "" {
+		s.release(t.ParentID)
+	}
 }
 
 // Cancel stops a running task (TERM, grace, KILL through its backend); the
@@ -151,13 +171,30 @@ func (s *Store) Cancel(id string) error {
 	if err != nil {
 		return err
 	}
-	if m.Current().State.Terminal() {
+	cur := m.Current().State
+	if cur.Terminal() {
 		return nil
+	}
+	if s.Queue != nil {
+		if cur != state.Pending {
+			// Running on a worker of another process: it hears this and
+			// records the cancellation itself.
+			if err := s.Queue.CancelTask(id); err != nil {
+				return job.Wrap(job.CodeQueueClosed, err, "cannot send the cancel to the workers")
+			}
+			return nil
+		}
+		ctx, stop := context.WithTimeout(context.Background(), enqueueWait)
+		defer stop()
+		// Out of the queue first, so no worker takes it; one that already
+		// did finds it cancelled, or hears the cancel.
+		_ = s.Queue.RemoveTask(ctx, id)
+		defer s.Queue.CancelTask(id)
 	}
 	if err := m.Transition(state.Cancelled, "cancelled while not running in this process", job.Errorf(job.CodeRunCanceled, "task was cancelled")); err != nil {
 		return err
 	}
-	s.observe("", m.Current())
+	s.observe(cur, m.Current())
 	return nil
 }
 
@@ -170,9 +207,11 @@ func (s *Store) observe(from state.State, rec state.Record) {
 // Wait blocks until every task this store started has ended.
 func (s *Store) Wait() { s.wg.Wait() }
 
-// Recover is called at start-up: pending tasks start again; a task found in
-// any other active state was interrupted by the restart and ends as failed
-// with the stage recorded. It returns the ids it acted on.
+// Recover is called at start-up: pending tasks start again (with a queue:
+// go back in it if a crash lost their message); a task found in any other
+// active state was interrupted by the restart and ends as failed with the
+// stage recorded (with a shared queue: left to its worker or to
+// redelivery, see SharedQueue). It returns the ids it acted on.
 func (s *Store) Recover() ([]string, error) {
 	var acted []string
 	err := s.each(func(id string, m *state.Machine) {
@@ -183,16 +222,25 @@ func (s *Store) Recover() ([]string, error) {
 		switch {
 		case cur.Terminal():
 			return
+		case s.Queue != nil && s.SharedQueue && cur != state.Pending:
+			// Its message is still unacknowledged: the queue delivers it
+			// again and RunQueued ends it as interrupted, unless a worker
+			// of another process is running it now.
+			return
 		case cur == state.Pending:
 			b, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
 			t, perr := manifest.Parse(b)
 			switch {
 			case err != nil || perr != nil:
 				_ = m.Transition(state.Failed, "manifest lost before staging", job.Errorf(job.CodeRunInterrupted, "task could not be restarted"))
+			case s.Queue != nil:
+				if err := s.requeue(id, t, b); err != nil {
+					_ = m.Transition(state.Failed, "could not be queued again after a restart", job.AsError(err))
+				}
 			case t.ParentID != "":
 				// A waiting child waits again for a max_concurrent slot.
 				parent, _ := s.manifest(t.ParentID)
-				s.schedule(t, b, parent)
+				_ = s.schedule(t, b, parent) // no queue: cannot fail
 			default:
 				s.start(t, b)
 			}
