@@ -111,7 +111,12 @@ func saveBase(ctx context.Context, l Layout, exclude string) error {
 // clone fetches url@branch (and checks out commit) into dir. Without a
 // pinned commit the clone is shallow.
 func clone(ctx context.Context, r manifest.Repository, dir, proxy string) error {
-	args := []string{"clone", "--quiet", "--branch", r.Branch}
+	// --no-local: a local path would otherwise be cloned with hardlinks,
+	// and the clone's object files would be the origin's own inodes, which
+	// the sandbox's chown and the agent's writes then reach (the host
+	// repository corrupted from inside a task). It also makes --depth
+	// apply to local paths.
+	args := []string{"clone", "--quiet", "--no-local", "--branch", r.Branch}
 	var env []string
 	if proxy != "" {
 		// git's http.proxy beats the proxy variables; NO_PROXY would

@@ -272,3 +272,42 @@ func TestQuotaWorkspaceSurvivesAnUnmount(t *testing.T) {
 		t.Error("a 1 MiB quota was accepted")
 	}
 }
+
+// TestStageNeverSharesTheOriginsFiles: a local origin is cloned without
+// hardlinks. With them, the clone's objects were the origin's inodes: the
+// sandbox staging chowned the origin's objects, and an agent could append
+// to them and corrupt the host repository.
+func TestStageNeverSharesTheOriginsFiles(t *testing.T) {
+	src, _ := origin(t)
+	l := Layout{Dir: taskDir(t)}
+	if err := Stage(context.Background(), l, task(src, "main", "", ""), nil, fast); err != nil {
+		t.Fatal(err)
+	}
+	originObjects := map[string]os.FileInfo{}
+	filepath.WalkDir(filepath.Join(src, ".git", "objects"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := os.Stat(p); err == nil {
+				originObjects[p] = fi
+			}
+		}
+		return nil
+	})
+	if len(originObjects) == 0 {
+		t.Fatal("the origin has no object files to compare")
+	}
+	filepath.WalkDir(l.Inbox(), func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil
+		}
+		for op, ofi := range originObjects {
+			if os.SameFile(fi, ofi) {
+				t.Errorf("staged %s is the origin's %s (a hardlink)", p, op)
+			}
+		}
+		return nil
+	})
+}
