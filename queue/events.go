@@ -121,6 +121,15 @@ func (q *Queue) WaitTerminal(ctx context.Context, jobID string, done func() bool
 		return job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
 	}
 	defer sub.Unsubscribe()
+	// The subscription must be in place on the server before the record
+	// is checked: a terminal event another connection (a remote worker, a
+	// record mirror) publishes in between would otherwise be missed, and
+	// the wait would run to its timeout.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := q.nc.FlushWithContext(fctx); err != nil && ctx.Err() == nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+	}
 	if done() {
 		return nil
 	}
