@@ -129,6 +129,18 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if cfg.Backend != nil {
 		md.Backend = cfg.Backend.Kind()
 	}
+	// end records the outcome: metadata.json first, then the terminal
+	// transition, so whoever sees the terminal state finds the metadata.
+	end := func(to state.State, reason string, jerr *job.Error) (Metadata, error) {
+		md.State, md.Error = to, jerr
+		if to == state.Failed && t.Lifecycle.FailureAction != "preserve" {
+			// destroy: the workspace goes, the outbox (logs, artifacts) stays.
+			stage.RemoveWorkspace(l)
+		}
+		out, err := finish(l, md)
+		_ = m.Transition(to, reason, jerr)
+		return out, err
+	}
 	fail := func(err error) (Metadata, error) {
 		jerr := job.AsError(err)
 		to := state.Failed
@@ -141,12 +153,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 				to, jerr = state.Failed, job.AsError(cause)
 			}
 		}
-		_ = m.Transition(to, jerr.Message, jerr)
-		md.State, md.Error = to, jerr
-		if to == state.Failed && t.Lifecycle.FailureAction != "preserve" {
-			stage.RemoveWorkspace(l)
-		}
-		return finish(l, md)
+		return end(to, jerr.Message, jerr)
 	}
 
 	step := func(to state.State, reason string) error { return m.Transition(to, reason, nil) }
@@ -264,24 +271,18 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	case cerr != nil:
 		return fail(cerr)
 	case out.ExitCode != nil && *out.ExitCode == 0 && out.Reason == job.ReasonExit:
-		md.State = state.Completed
-		_ = m.Transition(state.Completed, "agent exited 0", nil)
+		return end(state.Completed, "agent exited 0", nil)
 	default:
-		md.State = state.Failed
+		to := state.Failed
 		if t.Lifecycle.FailureAction == "preserve" {
-			md.State = state.FailedPreserved
+			to = state.FailedPreserved
 		}
-		md.Error = job.Errorf(job.CodeRunExitNonzero, "agent ended: %s", describe(out)).With("reason", out.Reason)
+		jerr := job.Errorf(job.CodeRunExitNonzero, "agent ended: %s", describe(out)).With("reason", out.Reason)
 		if out.Failure != "" {
-			md.Error.Message += ": " + out.Failure
+			jerr.Message += ": " + out.Failure
 		}
-		_ = m.Transition(md.State, md.Error.Message, md.Error)
+		return end(to, jerr.Message, jerr)
 	}
-	if md.State == state.Failed {
-		// destroy: the workspace goes, the outbox (logs, artifacts) stays.
-		stage.RemoveWorkspace(l)
-	}
-	return finish(l, md)
 }
 
 func describe(o agentrun.Outcome) string {

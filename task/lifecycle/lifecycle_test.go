@@ -339,3 +339,28 @@ func TestFailedStagingLeavesNoMount(t *testing.T) {
 		t.Error("loop mount left behind by a failed staging")
 	}
 }
+
+// TestMetadataBeforeTheTerminalState: whoever sees a task terminal (a
+// poll, the stream, a remote mirror) finds its metadata.json; it used to
+// be written after the transition.
+func TestMetadataBeforeTheTerminalState(t *testing.T) {
+	for _, script := range []string{`echo done > a.txt`, `exit 3`} {
+		dir, tk, doc := submit(t, script, "")
+		var missing []string
+		observe := func(_ state.State, rec state.Record) {
+			if !rec.State.Terminal() {
+				return
+			}
+			if _, err := os.Stat(filepath.Join(dir, "outbox", "artifacts", "metadata.json")); err != nil {
+				missing = append(missing, string(rec.State))
+			}
+		}
+		md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick, Observer: observe})
+		if err != nil || !md.State.Terminal() {
+			t.Fatalf("%q: %+v, %v", script, md, err)
+		}
+		if len(missing) > 0 {
+			t.Errorf("%q: terminal state %v was visible before metadata.json", script, missing)
+		}
+	}
+}
