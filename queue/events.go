@@ -21,18 +21,25 @@ const (
 	// EventEgress carries one egress gateway decision (egress.Decision
 	// as JSON in Data).
 	EventEgress = "egress"
+	// EventTaskState is an agent task's state change (TaskID, State), on
+	// ar.taskevents.<task_id>.
+	EventTaskState = "task_state"
 )
 
-// Event is one live job event.
+// Event is one live job event, or an agent task's state change.
 type Event struct {
 	Type   string     `json:"type"`
-	JobID  string     `json:"job_id"`
+	JobID  string     `json:"job_id,omitempty"`
 	Status job.Status `json:"status,omitempty"`
 	// Data is an output chunk; chunks are not guaranteed to end on UTF-8
 	// boundaries, so they travel as bytes (base64 in JSON).
 	Data    []byte    `json:"data,omitempty"`
 	Attempt int       `json:"attempt,omitempty"`
 	Time    time.Time `json:"time"`
+	// TaskID and State are set on EventTaskState (the task's state as
+	// package task/state names it).
+	TaskID string `json:"task_id,omitempty"`
+	State  string `json:"state,omitempty"`
 }
 
 // Sequenced is an event with its stream sequence, usable as an SSE id.
@@ -67,18 +74,26 @@ func (q *Queue) Flush(ctx context.Context) {
 // Events streams the events of jobID with sequence greater than after,
 // until ctx ends. The channel is closed when ctx is done.
 func (q *Queue) Events(ctx context.Context, jobID string, after uint64) (<-chan Sequenced, error) {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{eventsPrefix + jobID}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	return q.follow(ctx, []string{eventsPrefix + jobID}, after, func(Event) bool { return true })
+}
+
+// follow streams the events on subjects with sequence greater than after
+// that keep accepts, in stream order, until ctx ends; the channel is then
+// closed. The consumer exists when follow returns, so nothing published
+// afterwards is missed.
+func (q *Queue) follow(ctx context.Context, subjects []string, after uint64, keep func(Event) bool) (<-chan Sequenced, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if after > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = after + 1
 	}
 	cons, err := q.js.OrderedConsumer(ctx, EventsStream, cfg)
 	if err != nil {
-		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow events")
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow job events")
+		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot follow events")
 	}
 	out := make(chan Sequenced, 64)
 	go func() {
@@ -97,7 +112,7 @@ func (q *Queue) Events(ctx context.Context, jobID string, after uint64) (<-chan 
 				continue
 			}
 			var ev Event
-			if json.Unmarshal(msg.Data(), &ev) != nil {
+			if json.Unmarshal(msg.Data(), &ev) != nil || !keep(ev) {
 				continue
 			}
 			select {

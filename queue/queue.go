@@ -12,7 +12,9 @@
 //     delivery count as the attempt number).
 //   - Status changes and output chunks go to a memory events stream
 //     (subject ar.events.<job_id>), whose sequence numbers are the SSE event
-//     ids, so a client can resume with Last-Event-ID.
+//     ids, so a client can resume with Last-Event-ID. Agent tasks' state
+//     changes go to the same stream (subject ar.taskevents.<task_id>), so
+//     one consumer follows every job and task (AllEvents).
 //   - Cancellation is a core NATS message on ar.cancel that every worker
 //     process hears.
 package queue
@@ -37,13 +39,16 @@ const errCodeMaxMsgs = 10077
 
 // Stream and subject names.
 const (
-	JobsStream    = "AR_JOBS"
-	EventsStream  = "AR_EVENTS"
-	jobsPrefix    = "ar.jobs."
-	tasksPrefix   = "ar.tasks."
-	eventsPrefix  = "ar.events."
-	cancelSubject = "ar.cancel"
-	consumerName  = "workers"
+	JobsStream   = "AR_JOBS"
+	EventsStream = "AR_EVENTS"
+	jobsPrefix   = "ar.jobs."
+	tasksPrefix  = "ar.tasks."
+	eventsPrefix = "ar.events."
+	// taskEventsPrefix carries agent tasks' state changes, in the
+	// events stream beside jobs' events.
+	taskEventsPrefix = "ar.taskevents."
+	cancelSubject    = "ar.cancel"
+	consumerName     = "workers"
 	// taskConsumerName is the task workers' consumer: tasks run for
 	// minutes, so they have slots of their own and never hold up jobs.
 	taskConsumerName = "task-workers"
@@ -186,7 +191,7 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	}
 	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:     EventsStream,
-		Subjects: []string{eventsPrefix + ">"},
+		Subjects: []string{eventsPrefix + ">", taskEventsPrefix + ">"},
 		Storage:  jetstream.MemoryStorage,
 		MaxAge:   time.Hour,
 		MaxBytes: 256 << 20,
