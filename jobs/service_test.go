@@ -196,3 +196,19 @@ func TestListValidatesAndPages(t *testing.T) {
 		t.Errorf("Get with a wait over the maximum = %v, want %s", err, job.CodeInvalidRequest)
 	}
 }
+
+// TestIDsWithDots: job ids may hold dots; each is one queue subject (the
+// stream used to match ar.jobs.* only, so such a submit found no stream).
+func TestIDsWithDots(t *testing.T) {
+	svc, ws := openPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req := request("job.with.dots", ws, "echo", "dots")
+	if _, _, err := svc.Submit(ctx, &req); err != nil {
+		t.Fatalf("Submit(job.with.dots) = %v", err)
+	}
+	res, err := svc.Wait(ctx, "job.with.dots")
+	if err != nil || res.Status != job.StatusCompleted {
+		t.Errorf("job.with.dots = %s, %v; want completed", res.Status, err)
+	}
+}
