@@ -10,14 +10,21 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 )
 
+// EventReady is the first event of FollowAll: the stream is in place,
+// and everything after its ID will be delivered. A client reads its lists
+// after it (not before), so no change falls between the two.
+const EventReady = "ready"
+
 // Event is one live job event as every door sends it (SSE data line,
-// WebSocket message).
+// WebSocket message); FollowAll also sends agent tasks' state changes
+// (type queue.EventTaskState, TaskID and State set, JobID empty) and
+// EventReady.
 type Event struct {
 	// ID is the event's sequence in the events stream (0 for events
 	// replayed from the run record); a client resumes after it.
 	ID     uint64     `json:"id"`
 	Type   string     `json:"type"`
-	JobID  string     `json:"job_id"`
+	JobID  string     `json:"job_id,omitempty"`
 	Status job.Status `json:"status,omitempty"`
 	// Text is an output chunk as UTF-8 (invalid bytes replaced); Base64
 	// carries the exact bytes when the chunk is not valid UTF-8.
@@ -27,10 +34,14 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	// Egress is an egress gateway decision (type "egress").
 	Egress json.RawMessage `json:"egress,omitempty"`
+	// TaskID and State are an agent task's state change (type
+	// "task_state").
+	TaskID string `json:"task_id,omitempty"`
+	State  string `json:"state,omitempty"`
 }
 
 func toEvent(ev queue.Sequenced) Event {
-	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time}
+	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time, TaskID: ev.TaskID, State: ev.State}
 	if ev.Type == queue.EventEgress {
 		out.Egress = json.RawMessage(ev.Data)
 		return out
@@ -112,4 +123,47 @@ func sendRecorded(res job.Result, send func(Event) error) error {
 		}
 	}
 	return send(Event{Type: queue.EventStatus, JobID: res.JobID, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
+}
+
+// FollowAll delivers every job's status events and every agent task's
+// state changes published after the stream sequence after (from now on
+// when 0) to send, until ctx ends or send fails: the live feed of lists.
+// The first event is EventReady with the sequence it starts after as ID.
+// Output chunks and egress decisions stay on each job's own stream
+// (Follow). Events older than the events stream keeps are gone, so a
+// client that resumes after a long absence reads its lists again; so does
+// one whose after lies beyond the stream's last event (the memory stream
+// began again with a restart): it starts from now, as the ready event's
+// ID says.
+func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) error) error {
+	q := s.cfg.Queue
+	last, err := q.LastEventSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if after == 0 || after > last {
+		after = last
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := q.AllEvents(ctx, after, queue.EventStatus, queue.EventTaskState)
+	if err != nil {
+		return err
+	}
+	if err := send(Event{ID: after, Type: EventReady, Time: time.Now().UTC()}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if err := send(toEvent(ev)); err != nil {
+				return err
+			}
+		}
+	}
 }

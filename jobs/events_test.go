@@ -1,0 +1,124 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/jobs"
+	"github.com/agent-runner/agent-runner/queue"
+)
+
+// followAll runs FollowAll(after) until the test ends and hands its events
+// over a channel.
+func followAll(t *testing.T, ctx context.Context, svc *jobs.Service, after uint64) <-chan jobs.Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	out := make(chan jobs.Event, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = svc.FollowAll(ctx, after, func(ev jobs.Event) error {
+			select {
+			case out <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return out
+}
+
+// nextEvent is the next event, failing the test after 15 s.
+func nextEvent(t *testing.T, ch <-chan jobs.Event) jobs.Event {
+	t.Helper()
+	select {
+	case ev := <-ch:
+		return ev
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event in 15 s")
+		return jobs.Event{}
+	}
+}
+
+func describe(ev jobs.Event) string {
+	if ev.Type == queue.EventTaskState {
+		return ev.Type + " " + ev.TaskID + " " + ev.State
+	}
+	return ev.Type + " " + ev.JobID + " " + string(ev.Status)
+}
+
+// TestFollowAllSendsEveryStatusAndTaskState: FollowAll starts with a
+// ready event, then carries a job's status changes (not its output) and
+// a task's state change published after it began; resumed after an event
+// it goes on from there; resumed after a sequence the stream never
+// reached (a restarted server) it starts from now.
+func TestFollowAllSendsEveryStatusAndTaskState(t *testing.T) {
+	svc, ws := openPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := request("job_before-follow", ws, "echo", "earlier")
+	if _, _, err := svc.Submit(ctx, &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Wait(ctx, before.JobID); err != nil {
+		t.Fatal(err)
+	}
+
+	events := followAll(t, ctx, svc, 0)
+	ready := nextEvent(t, events)
+	if ready.Type != jobs.EventReady || ready.ID == 0 {
+		t.Fatalf("first event = %+v, want ready with the sequence it starts after", ready)
+	}
+	req := request("job_followed", ws, "echo", "output stays on the job's stream")
+	if _, _, err := svc.Submit(ctx, &req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Wait(ctx, req.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Queue().PublishTaskEvent(queue.Event{TaskID: "task_followed", State: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []jobs.Event
+	for len(got) < 4 {
+		got = append(got, nextEvent(t, events))
+	}
+	var names []string
+	for _, ev := range got {
+		names = append(names, describe(ev))
+	}
+	want := []string{"status job_followed queued", "status job_followed running", "status job_followed completed", "task_state task_followed running"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Fatalf("FollowAll events (-want +got):\n%s", diff)
+	}
+	for i, ev := range got {
+		if ev.ID <= ready.ID || (i > 0 && ev.ID <= got[i-1].ID) {
+			t.Errorf("event %d id %d: want ids increasing after ready's %d", i, ev.ID, ready.ID)
+		}
+	}
+
+	resumed := followAll(t, ctx, svc, got[1].ID)
+	if ev := nextEvent(t, resumed); ev.Type != jobs.EventReady || ev.ID != got[1].ID {
+		t.Errorf("resumed first event = %+v, want ready with id %d", ev, got[1].ID)
+	}
+	if ev := nextEvent(t, resumed); describe(ev) != "status job_followed "+string(job.StatusCompleted) || ev.ID != got[2].ID {
+		t.Errorf("resumed after %d = %q id %d, want %q id %d", got[1].ID, describe(ev), ev.ID, describe(got[2]), got[2].ID)
+	}
+
+	beyond := followAll(t, ctx, svc, got[3].ID+1000)
+	if ev := nextEvent(t, beyond); ev.Type != jobs.EventReady || ev.ID != got[3].ID {
+		t.Errorf("after a sequence never reached, first event = %+v, want ready with id %d (now)", ev, got[3].ID)
+	}
+	if err := svc.Queue().PublishTaskEvent(queue.Event{TaskID: "task_after_restart", State: "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, beyond); describe(ev) != "task_state task_after_restart pending" {
+		t.Errorf("after a sequence never reached, next event = %q, want the task event published after", describe(ev))
+	}
+}
