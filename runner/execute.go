@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // execution is the state of one job moving through the pipeline.
@@ -95,6 +97,9 @@ func (r *Runner) execute(ctx context.Context, req job.Request, opts Options, wai
 	}
 	return e.finish(e.run(ctx))
 }
+
+// log is the runner's logger with the job's id.
+func (e *execution) log() *slog.Logger { return e.r.log.With(telemetry.KeyJobID, e.req.JobID) }
 
 func (e *execution) live(stream string) func([]byte) {
 	if e.opts.Output == nil {
@@ -324,7 +329,7 @@ func (e *execution) artifacts(ctx context.Context) error {
 // fixedRecordBytes estimates request.json, status.json and result.json
 // without their output text.
 func (e *execution) fixedRecordBytes() int64 {
-	req, _ := json.Marshal(e.req)
+	req, _ := json.Marshal(e.req) // a Request always encodes; this is an estimate
 	return int64(2*len(req)) + 8<<10
 }
 
@@ -349,7 +354,14 @@ func (e *execution) finish(err error) job.Result {
 		res.Error = job.AsError(werr)
 		res.Replay.ResultSHA256 = job.ResultSHA256(*res)
 	}
-	_ = e.r.store.WriteStatus(store.StatusRecord{JobID: res.JobID, Status: res.Status, Attempt: e.opts.Attempt, Backend: res.Backend, Error: res.Error})
+	// result.json is the record readers trust, but a stale status.json
+	// still misleads listings and keeps retention from removing the run:
+	// the operator is told. (Without a record, res.Error says why.)
+	if e.r.store.Exists(res.JobID) {
+		if werr := e.r.store.WriteStatus(store.StatusRecord{JobID: res.JobID, Status: res.Status, Attempt: e.opts.Attempt, Backend: res.Backend, Error: res.Error}); werr != nil {
+			e.log().Error("cannot record the job's final status", "status", res.Status, "error", werr)
+		}
+	}
 	e.stage("record", t)
 	if e.opts.Status != nil {
 		e.opts.Status(res.JobID, res.Status)

@@ -14,6 +14,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/validation"
 )
 
@@ -59,7 +60,7 @@ func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release fu
 	release = func() {
 		for i, l := range leases {
 			l.Release()
-			e.r.trimCache(w.Caches[i].Name)
+			e.r.trimCache(w.Caches[i].Name, e.req.JobID)
 		}
 	}
 	for _, c := range w.Caches {
@@ -73,15 +74,15 @@ func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release fu
 	return binds, release, nil
 }
 
-// trimCache enforces the cache size cap after a job (logged, never a job
-// error: the job's result does not depend on it).
-func (r *Runner) trimCache(name string) {
+// trimCache enforces the cache size cap after job jobID (logged, never a
+// job error: the job's result does not depend on it).
+func (r *Runner) trimCache(name, jobID string) {
 	t, err := r.caches.Trim(name, r.cfg.CacheMaxBytes)
 	switch {
 	case err != nil:
-		r.log.Warn("cache trim failed", logCache, name, "error", err)
+		r.log.Warn("cache trim failed", logCache, name, telemetry.KeyJobID, jobID, "error", err)
 	case t.Evicted > 0:
-		r.log.Info("cache trimmed", logCache, name, logBytes, t.Bytes, logEvicted, t.Evicted)
+		r.log.Info("cache trimmed", logCache, name, telemetry.KeyJobID, jobID, logBytes, t.Bytes, logEvicted, t.Evicted)
 	}
 }
 
@@ -137,7 +138,7 @@ func mountsDigest(ctx context.Context, rels, sources []string) (string, error) {
 			if err != nil {
 				return err
 			}
-			rel, _ := filepath.Rel(src, p)
+			rel, _ := filepath.Rel(src, p) // p is src or beneath it
 			fmt.Fprintf(h, "%s %s %d %d\x00", path.Join(rels[i], filepath.ToSlash(rel)), info.Mode().Type(), info.Size(), info.ModTime().UnixNano())
 			return nil
 		})

@@ -41,7 +41,7 @@ func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*backe
 	log := egress.NewAuditLog(filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile))
 	audit := func(d egress.Decision) {
 		if err := log.Write(d); err != nil {
-			e.r.log.Warn("cannot record an egress decision", "job_id", e.req.JobID, "error", err)
+			e.log().Warn("cannot record an egress decision", "error", err)
 		}
 		if e.opts.Egress != nil {
 			e.opts.Egress(e.req.JobID, d)
@@ -52,7 +52,16 @@ func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*backe
 		return nil, nil, err
 	}
 	// The bridge is closed first: its connections' last decisions are
-	// written before the log is.
-	stop := func() { br.Close(); log.Close() }
+	// written before the log is. The job's result does not depend on
+	// either; a bridge left on disk or an audit log not fully written is
+	// the operator's to know.
+	stop := func() {
+		if err := br.Close(); err != nil {
+			e.log().Warn("cannot remove the job's egress bridge", "error", err)
+		}
+		if err := log.Close(); err != nil {
+			e.log().Error("cannot close the job's egress audit log", "file", EgressFile, "error", err)
+		}
+	}
 	return &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, stop, nil
 }

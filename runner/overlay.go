@@ -35,7 +35,11 @@ func (e *execution) overlay(ctx context.Context, opt snapshot.Options) (backend.
 	if err != nil {
 		return backend.Workspace{}, err
 	}
-	markLayerUsed(lower)
+	if err := markLayerUsed(lower); err != nil {
+		// The job's snapshot.json keeps the layer while the run is kept;
+		// only its idle time is measured from the wrong moment.
+		e.log().Warn("cannot mark the overlay layer used; retention may remove it early", "layer", filepath.Base(filepath.Dir(lower)), "error", err)
+	}
 	e.res.Replay.WorkspaceSnapshotSHA256 = m.SHA256
 	dir := e.r.store.RunDir(e.req.JobID)
 	ws := backend.Workspace{
@@ -51,6 +55,7 @@ func (e *execution) overlay(ctx context.Context, opt snapshot.Options) (backend.
 	}
 	// snapshot.json points at the layer instead of listing every entry, so
 	// the per-job cost stays independent of the workspace size.
+	// Strings and numbers: Marshal cannot fail.
 	b, _ := json.Marshal(snapshot.Manifest{SHA256: m.SHA256, Files: m.Files, Bytes: m.Bytes, Lower: lower})
 	if err := store.WriteFileOnce(filepath.Join(dir, SnapshotManifestFile), b, 0o644); err != nil {
 		return backend.Workspace{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/snapshot"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // Check compares one reproducible property of two runs.
@@ -58,7 +59,7 @@ func (r *Runner) Replay(ctx context.Context, runDir string) (ReplayReport, error
 		return rep, err
 	}
 	if kind == "snapshot" {
-		defer os.RemoveAll(src)
+		defer r.removeReplayDir(src, rep.OriginalJobID)
 	}
 	rep.WorkspaceSource = kind
 	req := old.req
@@ -153,23 +154,39 @@ func (r *Runner) replayWorkspace(ctx context.Context, runDir string, old storedR
 			if restoreErr == nil {
 				return tmp, "snapshot", nil
 			}
-			os.RemoveAll(tmp)
+			r.removeReplayDir(tmp, old.res.JobID)
 			if ctx.Err() != nil {
 				return "", "", job.Wrap(job.CodeRunCanceled, ctx.Err(), "replay canceled")
 			}
 		}
 	}
+	var hashErr error
 	if old.req.Workspace.Path != "" && want != "" {
 		got, err := snapshot.Hash(ctx, old.req.Workspace.Path, snapshot.Options{Include: old.req.Workspace.Include, Exclude: mountExcludes(old.req.Workspace)})
 		if err == nil && got == want {
 			return old.req.Workspace.Path, "workspace", nil
 		}
+		hashErr = err
 	}
 	const msg = "neither the stored snapshot nor the original workspace matches workspace_snapshot_sha256"
+	// The snapshot's failure says more than the workspace's (which may
+	// simply have changed since).
 	if restoreErr != nil {
 		return "", "", job.Wrap(job.CodeSnapshotFailed, restoreErr, msg)
 	}
+	if hashErr != nil {
+		return "", "", job.Wrap(job.CodeSnapshotFailed, hashErr, msg)
+	}
 	return "", "", job.Errorf(job.CodeSnapshotFailed, msg)
+}
+
+// removeReplayDir removes a restored snapshot once the replay is done
+// with it. The replay's report does not depend on it; a restored tree
+// left in the store is the operator's to remove.
+func (r *Runner) removeReplayDir(dir, originalJobID string) {
+	if err := os.RemoveAll(dir); err != nil {
+		r.log.Warn("cannot remove a replay's restored workspace", telemetry.KeyJobID, originalJobID, "dir", dir, "error", err)
+	}
 }
 
 func check(a, b any, match bool) Check { return Check{Original: a, Replay: b, Match: match} }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/snapshot"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // Retention bounds how long job runs and overlay layers stay in the store.
@@ -89,8 +90,16 @@ func (r *Runner) retainRuns(now time.Time, age time.Duration) ([]string, error) 
 			continue
 		}
 		rec, err := r.store.ReadStatus(id)
-		if err != nil || !rec.Status.Terminal() || now.Sub(rec.UpdatedAt) <= age {
-			continue // unreadable records are left for an operator
+		if err != nil {
+			// Left for an operator, who is told; a record still being
+			// written has no status.json yet and is not worth a line.
+			if job.CodeOf(err) != job.CodeJobNotFound {
+				r.log.Warn("retention skips a run whose status is unreadable", telemetry.KeyJobID, id, "error", err)
+			}
+			continue
+		}
+		if !rec.Status.Terminal() || now.Sub(rec.UpdatedAt) <= age {
+			continue
 		}
 		if err := r.store.Remove(id); err != nil {
 			return removed, job.Wrap(job.CodeRunIOFailed, err, "cannot remove an expired run").With("job_id", id)
@@ -207,12 +216,14 @@ func lockCache(cache string, exclusive bool) (func(), error) {
 		f.Close()
 		return nil, job.Wrap(job.CodeSnapshotFailed, err, "cannot lock the overlay layer cache")
 	}
+	// Closing releases the lock; nothing was written to the file, so its
+	// error tells nothing.
 	return func() { f.Close() }, nil
 }
 
 // markLayerUsed sets the modification time of the layer holding lower to
 // now: Retain measures a layer's idle time from it.
-func markLayerUsed(lower string) {
+func markLayerUsed(lower string) error {
 	now := time.Now()
-	_ = os.Chtimes(filepath.Dir(lower), now, now)
+	return os.Chtimes(filepath.Dir(lower), now, now)
 }

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"errors"
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/telemetry"
 )
 
 // Terminate records a terminal result for a prepared job that will not run
@@ -35,10 +37,23 @@ func (r *Runner) Terminate(req job.Request, jerr *job.Error, attempt int) job.Re
 		res.Status = job.StatusFailed
 	}
 	res.Replay.ResultSHA256 = job.ResultSHA256(res)
-	if err := r.store.Create(req.JobID); err == nil {
-		_ = r.store.WriteRequest(req)
-		_ = r.store.WriteResult(res)
-		_ = r.store.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: res.Status, Attempt: attempt, Backend: res.Backend, Error: jerr})
+	// The caller has no error to hand on (the job is over either way), so
+	// a record that cannot be written is logged here, once.
+	if err := r.writeTerminal(req, res, attempt); err != nil {
+		r.log.Error("cannot record a job that will not run", telemetry.KeyJobID, req.JobID, "status", res.Status, "error", err)
 	}
 	return res
+}
+
+// writeTerminal writes the record of a job Terminate ends: each file is
+// tried, so one that fails does not cost the others.
+func (r *Runner) writeTerminal(req job.Request, res job.Result, attempt int) error {
+	if err := r.store.Create(req.JobID); err != nil {
+		return err
+	}
+	return errors.Join(
+		r.store.WriteRequest(req),
+		r.store.WriteResult(res),
+		r.store.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: res.Status, Attempt: attempt, Backend: res.Backend, Error: res.Error}),
+	)
 }
