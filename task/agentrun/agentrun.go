@@ -44,7 +44,14 @@ type Config struct {
 	// HeartbeatEvery is how often a heartbeat (progress, CPU, memory) is
 	// appended to outbox/progress/metrics.jsonl (default 30 s, seed 004).
 	HeartbeatEvery time.Duration
+	// MaxLogBytes caps each of stdout.log and stderr.log (default
+	// DefaultMaxLogBytes): past it the log ends with a truncation line and
+	// the rest of the output reaches live subscribers only.
+	MaxLogBytes int64
 }
+
+// DefaultMaxLogBytes is the default cap of each progress log.
+const DefaultMaxLogBytes = 256 << 20
 
 // Outcome is how the agent run ended.
 type Outcome struct {
@@ -159,7 +166,10 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	// The logs and live subscribers get scrubbed output; progress and the
 	// failure line read the raw streams (see tracker) and scrub what they
 	// keep.
-	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), scrub, func(p []byte) {
+	if cfg.MaxLogBytes <= 0 {
+		cfg.MaxLogBytes = DefaultMaxLogBytes
+	}
+	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), scrub, cfg.MaxLogBytes, func(p []byte) {
 		if cfg.Output != nil {
 			cfg.Output("stdout", p)
 		}
@@ -168,7 +178,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	defer stdout.Close()
-	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, func(p []byte) {
+	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, cfg.MaxLogBytes, func(p []byte) {
 		if cfg.Output != nil {
 			cfg.Output("stderr", p)
 		}

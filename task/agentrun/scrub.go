@@ -3,6 +3,7 @@ package agentrun
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"sync"
@@ -125,14 +126,36 @@ type scrubLog struct {
 	s       *scrubber
 	pending []byte
 	emit    func([]byte)
+	// limit caps the file; written counts what it holds; truncated says
+	// the truncation line is written (nothing more goes to the file).
+	limit, written int64
+	truncated      bool
 }
 
-func newLog(path string, s *scrubber, emit func([]byte)) (*scrubLog, error) {
+func newLog(path string, s *scrubber, limit int64, emit func([]byte)) (*scrubLog, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open a progress log")
 	}
-	return &scrubLog{f: f, s: s, emit: emit}, nil
+	l := &scrubLog{f: f, s: s, emit: emit, limit: limit}
+	if fi, err := f.Stat(); err == nil {
+		l.written = fi.Size()
+	}
+	return l, nil
+}
+
+// store appends b to the file up to the limit; the first write that does
+// not fit ends the file with one truncation line.
+func (l *scrubLog) store(b []byte) {
+	if l.truncated {
+		return
+	}
+	if room := max(0, l.limit-l.written); int64(len(b)) > room {
+		b = append(b[:room:room], fmt.Sprintf("\n[agent-runner: log truncated at %d bytes; live viewers got the rest]\n", l.limit)...)
+		l.truncated = true
+	}
+	l.written += int64(len(b))
+	l.f.Write(b)
 }
 
 func (l *scrubLog) Write(p []byte) (int, error) {
@@ -175,7 +198,7 @@ func (l *scrubLog) drain(final bool) {
 	}
 	b := redact(buf[:cut], done)
 	l.pending = append(buf[:0], buf[cut:]...)
-	l.f.Write(b)
+	l.store(b)
 	if l.emit != nil {
 		l.emit(b)
 	}

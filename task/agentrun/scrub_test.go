@@ -16,7 +16,7 @@ func scrubStream(t *testing.T, secrets []string, input []byte, chunk int, seed u
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "out.log")
 	var live bytes.Buffer
-	l, err := newLog(path, newScrubber(secrets), func(p []byte) { live.Write(p) })
+	l, err := newLog(path, newScrubber(secrets), DefaultMaxLogBytes, func(p []byte) { live.Write(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestScrubLogNoSecretWhateverTheWrites(t *testing.T) {
 // written, unless its end may begin a secret.
 func TestScrubLogEmitsWholeLines(t *testing.T) {
 	var got []string
-	l, err := newLog(filepath.Join(t.TempDir(), "out.log"), newScrubber([]string{"secret-value\nline two"}), func(p []byte) { got = append(got, string(p)) })
+	l, err := newLog(filepath.Join(t.TempDir(), "out.log"), newScrubber([]string{"secret-value\nline two"}), DefaultMaxLogBytes, func(p []byte) { got = append(got, string(p)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +146,36 @@ func TestScrubberHoldback(t *testing.T) {
 		if got := s.holdback([]byte(tt.in)); got != tt.want {
 			t.Errorf("holdback(%q) = %d, want %d", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestLogIsCapped: an agent printing without end fills its log up to the
+// cap, which then ends with one truncation line; live viewers still get
+// every byte.
+func TestLogIsCapped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.log")
+	var live int
+	l, err := newLog(path, newScrubber(nil), 1000, func(p []byte) { live += len(p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	for range 50 {
+		l.Write(line)
+	}
+	l.Flush()
+	l.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(b), "log truncated at 1000 bytes"); got != 1 {
+		t.Errorf("truncation lines = %d, want 1 (log of %d bytes)", got, len(b))
+	}
+	if len(b) > 1000+100 {
+		t.Errorf("log = %d bytes, want about the 1000-byte cap", len(b))
+	}
+	if live != 50*len(line) {
+		t.Errorf("live viewers got %d bytes, want %d", live, 50*len(line))
 	}
 }
