@@ -1,7 +1,8 @@
 // Package httpapi is agent-runner's HTTP door: the seed routes
 // (GET /health, POST /v1/jobs, GET /v1/jobs/{id}, GET /v1/jobs/{id}/artifacts)
 // plus listing, cancel, artifact download, live events over SSE and
-// WebSocket, Prometheus metrics and the OpenAPI document. Requests become
+// WebSocket (one job's, and every job's and task's state on /v1/events),
+// Prometheus metrics and the OpenAPI document. Requests become
 // queued jobs; workers (package worker) run them. Error codes become HTTP
 // statuses in exactly one place (errors.go).
 package httpapi
@@ -169,6 +170,7 @@ func (s *Server) table() []route {
 		{"GET", "/v1/jobs/{job_id}/artifacts/{path...}", ScopeRead, true, s.download},
 		{"GET", "/v1/jobs/{job_id}/events", ScopeRead, true, s.events},
 		{"GET", "/v1/jobs/{job_id}/ws", ScopeRead, true, s.websocket},
+		{"GET", "/v1/events", ScopeRead, true, s.allEvents},
 		{"GET", "/metrics", ScopeRead, false, s.metricsHandler},
 		{"GET", "/openapi.json", "", false, s.openapi},
 	}
