@@ -73,7 +73,7 @@ type jobSide struct {
 // committed writes status.json from the result just mirrored and
 // publishes the terminal status again: the worker's came before the
 // result could be read here.
-func (j jobSide) committed(_ context.Context, m Manifest) {
+func (j jobSide) committed(_ context.Context, m Manifest, _ []byte) {
 	res, err := j.st.ReadResult(m.ID)
 	if err != nil {
 		return

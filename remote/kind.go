@@ -22,6 +22,18 @@ type Kind struct {
 	Keep []string
 	// ValidID reports whether an id may name a record directory.
 	ValidID func(id string) bool
+	// Replace says the receiving side already has a commit file of its
+	// own (a task's state.json, pending since the submit): the record's
+	// replaces it, unless Final reports it final. Otherwise the commit
+	// file is only ever created.
+	Replace bool
+	// Final, when set, reports whether the receiving side's commit file
+	// (its content) is final: a record arriving then is not applied.
+	// Without it, a commit file that exists is final.
+	Final func(commit []byte) bool
+	// CheckCommit, when set, checks a record's commit file before it
+	// takes its name on the receiving side; an error refuses the record.
+	CheckCommit func(id string, commit []byte) error
 }
 
 // Jobs is the job run record: what GET /v1/jobs/{id}, its artifacts and

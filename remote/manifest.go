@@ -78,6 +78,9 @@ func (m Manifest) check(k Kind, lim Limits) error {
 	if m.Ref || len(m.Files) == 0 || m.Files[len(m.Files)-1].Path != k.Commit {
 		return job.Errorf(job.CodeInvalidRequest, "record does not end with %s", k.Commit)
 	}
+	if commit := m.Files[len(m.Files)-1]; (k.Replace || k.CheckCommit != nil) && commit.Size > maxCommitBytes {
+		return job.Errorf(job.CodeRecordTooLarge, "record's %s is larger than %d bytes", k.Commit, maxCommitBytes)
+	}
 	if len(m.Files) > lim.MaxFiles {
 		return job.Errorf(job.CodeRecordTooLarge, "record has more than %d files", lim.MaxFiles).With("files", len(m.Files))
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,13 +39,18 @@ type MirrorConfig struct {
 	Durable bool
 	// Committed, when set, is called after this Mirror wrote a record's
 	// commit file and before the manifest is acknowledged (job status,
-	// the terminal event).
-	Committed func(ctx context.Context, m Manifest)
+	// the terminal event). prev is the commit file it replaced
+	// (Kind.Replace), nil when there was none.
+	Committed func(ctx context.Context, m Manifest, prev []byte)
 	// Refused, when set, records why the record of id can never be
 	// applied, so its job does not stay unfinished. It is not called
 	// when the commit file is already there.
 	Refused func(ctx context.Context, id string, attempt int, err *job.Error)
-	Logger  *slog.Logger
+	// Lock, when set, is held while a record is applied (and Refused
+	// called), so that another writer of the same directories holding it
+	// too (the task status follower) never writes over a final record.
+	Lock   sync.Locker
+	Logger *slog.Logger
 }
 
 // Mirror is the API node's side: it applies the records workers publish
@@ -83,8 +89,9 @@ func NewMirror(ctx context.Context, nc *nats.Conn, cfg MirrorConfig) (*Mirror, e
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records bucket")
 	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       "mirror_" + cfg.Kind.Name,
-		FilterSubject: recordsPrefix + cfg.Kind.Name + ".*",
+		Durable: "mirror_" + cfg.Kind.Name,
+		// ">": an id holding dots is several subject tokens.
+		FilterSubject: recordsPrefix + cfg.Kind.Name + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       mirrorAckWait,
 	})
@@ -116,22 +123,25 @@ func (m *Mirror) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	stop := keepAlive(msg)
-	written, err := m.apply(ctx, man)
+	unlock := m.lock()
+	written, prev, err := m.apply(ctx, man)
+	if written && m.cfg.Committed != nil {
+		m.cfg.Committed(ctx, man, prev)
+	}
+	unlock()
 	stop()
 	if ctx.Err() != nil {
 		return // not acknowledged: applied again after a restart
 	}
 	if err != nil {
-		if tries := delivered(msg); tries < maxTries {
+		var perm permanent
+		if tries := delivered(msg); tries < maxTries && !errors.As(err, &perm) {
 			log.Warn("cannot apply a record; trying again", "try", tries, "error", err)
 			_ = msg.NakWithDelay(time.Duration(tries) * time.Second)
 			return
 		}
 		m.refuse(ctx, msg, man, ref, id, err)
 		return
-	}
-	if written && m.cfg.Committed != nil {
-		m.cfg.Committed(ctx, man)
 	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("cannot acknowledge a record; it is applied again", "error", err)
@@ -185,13 +195,15 @@ func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest
 func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, ref bool, id string, err error) {
 	jerr := job.AsError(err)
 	m.log.Error("record refused; its job ends with the reason", "id", id, "error", err)
-	if m.cfg.Kind.ValidID(id) && !m.committed(id) && m.cfg.Refused != nil {
+	unlock := m.lock()
+	if m.cfg.Kind.ValidID(id) && !m.final(id) && m.cfg.Refused != nil {
 		reason := job.Errorf(job.CodeRunIOFailed, "the worker's record could not be carried to this node: %s", jerr.Message).With("reason", string(jerr.Code))
 		for k, v := range jerr.Details {
 			reason = reason.With(k, v)
 		}
 		m.cfg.Refused(ctx, id, man.Attempt, reason)
 	}
+	unlock()
 	if err := msg.DoubleAck(ctx); err != nil {
 		m.log.Warn("cannot acknowledge a refused record", "id", id, "error", err)
 		return
@@ -199,10 +211,32 @@ func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, re
 	m.deleteObjects(ctx, man, ref)
 }
 
-func (m *Mirror) committed(id string) bool {
-	_, err := os.Lstat(filepath.Join(m.cfg.Dir(id), m.cfg.Kind.Commit))
-	return err == nil
+// final reports whether this node's record of id is final: its commit
+// file exists (or, for a kind with Final, says so).
+func (m *Mirror) final(id string) bool {
+	path := filepath.Join(m.cfg.Dir(id), m.cfg.Kind.Commit)
+	if m.cfg.Kind.Final == nil {
+		_, err := os.Lstat(path)
+		return err == nil
+	}
+	b, err := readCommit(path)
+	return err == nil && m.cfg.Kind.Final(b)
 }
+
+// lock takes cfg.Lock, if any.
+func (m *Mirror) lock() (unlock func()) {
+	if m.cfg.Lock == nil {
+		return func() {}
+	}
+	m.cfg.Lock.Lock()
+	return m.cfg.Lock.Unlock
+}
+
+// permanent is an apply error no retry cures (a commit file that
+// Kind.CheckCommit refuses): the record is refused at once.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
 
 // deleteObjects removes what a record left in the bucket.
 func (m *Mirror) deleteObjects(ctx context.Context, man Manifest, ref bool) {
@@ -224,20 +258,21 @@ func (m *Mirror) deleteObjects(ctx context.Context, man Manifest, ref bool) {
 }
 
 // apply writes a checked manifest's files into the record directory, the
-// commit file last and only when absent. It reports whether it wrote the
-// commit file.
-func (m *Mirror) apply(ctx context.Context, man Manifest) (bool, error) {
+// commit file last: created only when absent, or (Kind.Replace) replacing
+// one that is not final. It reports whether it wrote the commit file, and
+// what that replaced.
+func (m *Mirror) apply(ctx context.Context, man Manifest) (written bool, prev []byte, err error) {
 	k := m.cfg.Kind
-	if m.committed(man.ID) {
-		return false, nil // a shared store, or applied before
+	if m.final(man.ID) {
+		return false, nil, nil // a shared store, or applied before
 	}
 	dir := m.cfg.Dir(man.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot create the record directory")
+		return false, nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the record directory")
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot open the record directory")
+		return false, nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the record directory")
 	}
 	defer root.Close()
 	for _, f := range man.Files {
@@ -248,23 +283,26 @@ func (m *Mirror) apply(ctx context.Context, man Manifest) (bool, error) {
 		}
 		src, err := m.open(ctx, man.ID, f)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		w := fileWriter{root: root, durable: m.cfg.Durable}
-		if f.Path == k.Commit {
-			err = w.create(src, f)
-		} else {
+		switch {
+		case f.Path != k.Commit:
 			err = w.replace(src, f)
+		case k.Replace:
+			prev, err = w.replaceCommit(src, f, man.ID, k)
+		default:
+			err = w.create(src, f)
 		}
 		src.Close()
 		if errors.Is(err, os.ErrExist) {
-			return false, nil // committed meanwhile
+			return false, nil, nil // final meanwhile
 		}
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 	}
-	return true, nil
+	return true, prev, nil
 }
 
 // open returns the content of one file of a record.

@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 
@@ -54,6 +56,74 @@ func (w fileWriter) create(src io.Reader, f File) error {
 		}
 	}
 	return nil
+}
+
+// maxCommitBytes bounds a commit file that is read to be checked
+// (Kind.Final, Kind.CheckCommit): a task's state.json is a few hundred
+// bytes.
+const maxCommitBytes = 1 << 20
+
+// replaceCommit writes the commit file f of record id for a kind whose
+// receiving side has one of its own (Kind.Replace): checked by
+// k.CheckCommit, then renamed over the one there unless that one is final
+// (os.ErrExist). It returns what it replaced (nil: nothing was there).
+//
+// The final check and the rename are not one atomic step: a writer of
+// this directory that does not hold MirrorConfig.Lock can still finish
+// the record in between, and the record then replaces it.
+func (w fileWriter) replaceCommit(src io.Reader, f File, id string, k Kind) ([]byte, error) {
+	tmp, err := w.temp(src, f, w.durable)
+	if err != nil {
+		return nil, err
+	}
+	defer w.root.Remove(tmp) // nothing once renamed
+	if k.CheckCommit != nil {
+		b, err := w.root.ReadFile(tmp)
+		if err != nil {
+			return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot read a record file").With("path", f.Path)
+		}
+		if err := k.CheckCommit(id, b); err != nil {
+			return nil, permanent{err}
+		}
+	}
+	prev, err := w.root.ReadFile(f.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		prev = nil
+	case err != nil:
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot read a record file").With("path", f.Path)
+	case len(prev) > maxCommitBytes:
+		return nil, job.Errorf(job.CodeRunIOFailed, "this node's commit file is larger than %d bytes", maxCommitBytes).With("path", f.Path)
+	case k.Final == nil || k.Final(prev):
+		return nil, os.ErrExist
+	}
+	if err := w.root.Rename(tmp, f.Path); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot write a record file").With("path", f.Path)
+	}
+	if w.durable {
+		if d, err := w.root.Open(path.Dir(f.Path)); err == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return prev, nil
+}
+
+// readCommit reads a commit file of at most maxCommitBytes.
+func readCommit(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCommitBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxCommitBytes {
+		return nil, errors.New("commit file too large")
+	}
+	return b, nil
 }
 
 // temp copies src beside f's path and checks its size and SHA-256.
