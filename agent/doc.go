@@ -8,6 +8,7 @@
 //	model     the model-client interface, a mock, OpenAI and Anthropic clients
 //	loop      the agent loop (model <-> gateway) and conversation.json
 //	launch    scripted runs and run directories (runs/<uuid>/)
+//	agentapi  serve's capability-runs door (/v1/agent-runs) over launch and loop
 //
 // Subprocess tools never spawn processes themselves: they become job
 // requests run by the runner pipeline.

@@ -91,10 +91,20 @@ func checkTask(t *Task) error {
 // through the gateway in order; denials and failures are recorded and the
 // run goes on. The run stops early at max_tool_calls or max_runtime.
 func Scripted(ctx context.Context, manifestPath string, task *Task, o Options) (Summary, error) {
-	s, err := Open(ctx, manifestPath, "scripted", o)
+	s, err := Open(ctx, manifestPath, ModeScripted, o)
 	if err != nil {
 		return Summary{}, err
 	}
+	return s.RunTask(ctx, task)
+}
+
+// ModeScripted is the mode Scripted opens its session with (run_start
+// and summary.json).
+const ModeScripted = "scripted"
+
+// RunTask walks task's steps through s's gateway like Scripted, for a
+// session the caller opened (with ModeScripted), and finishes it.
+func (s *Session) RunTask(ctx context.Context, task *Task) (Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.Policy.Limits.MaxRuntime())
 	defer cancel()
 	reason := ExitCompleted

@@ -1,0 +1,110 @@
+package agentapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/agent-runner/agent-runner/auth"
+	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// MaxBodyBytes bounds a launch request (manifest and task together).
+const MaxBodyBytes = 2 << 20
+
+type route struct {
+	pattern, scope string
+	h              func(*Service, http.ResponseWriter, *http.Request)
+}
+
+var routes = []route{
+	{"POST /v1/agent-runs", auth.ScopeSubmit, (*Service).serveLaunch},
+	{"GET /v1/agent-runs", auth.ScopeRead, (*Service).serveList},
+	{"GET /v1/agent-runs/{id}", auth.ScopeRead, (*Service).serveGet},
+	{"GET /v1/agent-runs/{id}/audit", auth.ScopeRead, (*Service).serveAudit},
+}
+
+// Routes registers the capability-runs routes on mux, each wrapped with
+// wrap(scope, h) (serve's Auth).
+func Routes(mux *http.ServeMux, s *Service, wrap func(scope string, h http.Handler) http.Handler) {
+	for _, r := range routes {
+		h := r.h
+		mux.Handle(r.pattern, wrap(r.scope, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })))
+	}
+}
+
+// Patterns lists the routes Routes registers ("METHOD /path").
+func Patterns() []string {
+	out := make([]string, len(routes))
+	for i, r := range routes {
+		out[i] = r.pattern
+	}
+	return out
+}
+
+func (s *Service) serveLaunch(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			httpapi.WriteError(w, job.Errorf(job.CodeBodyTooLarge, "body is larger than %d bytes", MaxBodyBytes))
+			return
+		}
+		httpapi.WriteError(w, job.Wrap(job.CodeInvalidRequest, err, "cannot read body"))
+		return
+	}
+	var req LaunchRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		httpapi.WriteError(w, job.Wrap(job.CodeInvalidRequest, err, "body is not a JSON launch request"))
+		return
+	}
+	info, err := s.Launch(req)
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/agent-runs/"+info.RunID)
+	httpapi.WriteJSON(w, http.StatusAccepted, info)
+}
+
+func (s *Service) serveList(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			httpapi.WriteError(w, job.Errorf(job.CodeInvalidRequest, "limit must be 1..1000, not %q", v).With("field", "limit"))
+			return
+		}
+		limit = n
+	}
+	runs, err := s.List(limit)
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"runs": runs})
+}
+
+func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
+	run, err := s.Get(r.PathValue("id"))
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, run)
+}
+
+func (s *Service) serveAudit(w http.ResponseWriter, r *http.Request) {
+	t, err := s.Audit(r.PathValue("id"))
+	if err != nil {
+		httpapi.WriteError(w, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, t)
+}

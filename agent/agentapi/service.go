@@ -1,0 +1,233 @@
+// Package agentapi is serve's capability-runs door: it launches a scripted
+// task or a mock-agent run from a manifest sent over HTTP, runs it in the
+// background with its subprocess tools on serve's jobs service, and serves
+// each run's status, compiled policy, summary and audit trail (with the
+// hash chain verified). Manifests are held to serve's workspace roots
+// before anything is created: a submitter gets no filesystem reach beyond
+// what POST /v1/jobs already gives it.
+package agentapi
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agent-runner/agent-runner/agent/gateway"
+	"github.com/agent-runner/agent-runner/agent/launch"
+	"github.com/agent-runner/agent-runner/agent/loop"
+	"github.com/agent-runner/agent-runner/agent/manifest"
+	"github.com/agent-runner/agent-runner/agent/model"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/workspaceroot"
+)
+
+// Modes of a launch request.
+const (
+	ModeTask = "task" // a scripted task's steps, in order
+	ModeMock = "mock" // the agent loop with the deterministic mock model
+)
+
+// modeMock is the session mode the agent loop records for the mock model
+// (run-agent --model mock records the same).
+const modeMock = "agent:mock"
+
+// DefaultMessage is the user's request of a mock run that names none.
+const DefaultMessage = "Find the errors in the logs and summarize them."
+
+// DefaultMaxRunning bounds the runs in progress at once.
+const DefaultMaxRunning = 16
+
+// Config is what a Service needs from serve.
+type Config struct {
+	// Dir holds the run directories (<store-dir>/agent-runs).
+	Dir string
+	// Jobs runs subprocess tools: launch.ServiceRunner on serve's jobs
+	// service.
+	Jobs gateway.JobRunner
+	// Backend is the backend kind subprocess tools run on (serve's
+	// --default-backend).
+	Backend string
+	// Roots are serve's workspace roots: every filesystem root of a
+	// manifest must lie under them. Relative manifest paths and task
+	// paths are resolved against the first.
+	Roots *workspaceroot.Roots
+	// MaxRunning is the most runs in progress at once (default
+	// DefaultMaxRunning); beyond it a launch is queue.full.
+	MaxRunning int
+	Logger     *slog.Logger
+}
+
+// Service launches runs and reads their directories.
+type Service struct {
+	cfg Config
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[string]*active
+}
+
+// active is a run in progress: what it is, and the host paths it holds
+// (hold.go).
+type active struct {
+	info  Info
+	reach reach
+}
+
+// New returns a Service whose runs live under cfg.Dir; ctx ends every
+// run in progress (serve's shutdown), each recorded canceled.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Roots == nil || len(cfg.Roots.Dirs) == 0 {
+		return nil, job.Errorf(job.CodeInvalidRequest, "agent runs need workspace roots")
+	}
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = DefaultMaxRunning
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = cfg.Logger.With("component", "agentapi")
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "create agent runs directory").With("path", cfg.Dir)
+	}
+	return &Service{cfg: cfg, ctx: ctx, running: map[string]*active{}}, nil
+}
+
+// LaunchRequest is the body of POST /v1/agent-runs.
+type LaunchRequest struct {
+	ManifestYAML string `json:"manifest_yaml"`
+	// Mode is ModeTask or ModeMock.
+	Mode string `json:"mode"`
+	// TaskYAML is the scripted task (mode task): YAML or JSON.
+	TaskYAML string `json:"task_yaml,omitempty"`
+	// Message is the user's request to the mock agent (mode mock;
+	// default DefaultMessage).
+	Message string `json:"message,omitempty"`
+}
+
+// Launch checks req, opens the run (its directory, audit log and
+// run_start) and runs it in the background. A manifest that does not
+// compile, or whose paths lie outside the workspace roots, is refused
+// before anything is written.
+func (s *Service) Launch(req LaunchRequest) (Info, error) {
+	var task *launch.Task
+	switch req.Mode {
+	case ModeTask:
+		t, err := launch.ParseTaskYAML([]byte(req.TaskYAML))
+		if err != nil {
+			return Info{}, err
+		}
+		if len(t.Steps) == 0 {
+			return Info{}, job.Errorf(job.CodeInvalidRequest, "task_yaml: a task needs at least one step").With("field", "task_yaml")
+		}
+		task = t
+	case ModeMock:
+		if req.TaskYAML != "" {
+			return Info{}, job.Errorf(job.CodeInvalidRequest, "task_yaml is for mode task only").With("field", "task_yaml")
+		}
+		if req.Message == "" {
+			req.Message = DefaultMessage
+		}
+	default:
+		return Info{}, job.Errorf(job.CodeInvalidRequest, "mode must be %q or %q, not %q", ModeTask, ModeMock, req.Mode).With("field", "mode")
+	}
+	m, err := manifest.ParseYAML([]byte(req.ManifestYAML))
+	if err != nil {
+		return Info{}, err
+	}
+	if err := s.checkCommands(m); err != nil {
+		return Info{}, err
+	}
+	p, err := manifest.Compile(m, s.base())
+	if err != nil {
+		return Info{}, err
+	}
+	r, err := s.reachOf(p)
+	if err != nil {
+		return Info{}, err
+	}
+	id := uuid.NewString()
+	a, err := s.admit(id, r, Info{RunID: id, Status: StatusRunning, Mode: req.Mode, Agent: p.Name, StartedAt: time.Now().UTC()})
+	if err != nil {
+		return Info{}, err
+	}
+	sess, err := s.open(id, req)
+	if err != nil {
+		s.done(id)
+		return Info{}, err
+	}
+	s.mu.Lock()
+	a.info.StartedAt = sess.Started
+	info := a.info
+	s.mu.Unlock()
+	if task != nil {
+		if err := os.WriteFile(filepath.Join(sess.Dir, "task.yaml"), []byte(req.TaskYAML), 0o644); err != nil {
+			sess.Finish(launch.ExitCanceled, "")
+			s.done(id)
+			return Info{}, job.Wrap(job.CodeRunIOFailed, err, "copy task")
+		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.done(sess.ID)
+		var err error
+		if task != nil {
+			_, err = sess.RunTask(s.ctx, task)
+		} else {
+			client := &model.Mock{}
+			if read := sess.Manifest.Capabilities.Filesystem.Read; len(read) > 0 {
+				client.Dir = read[0]
+			}
+			_, err = loop.Run(s.ctx, sess, loop.Config{Client: client, Message: req.Message})
+		}
+		if err != nil {
+			s.cfg.Logger.Warn("agent run ended with an error", "run_id", sess.ID, "error", err)
+		}
+	}()
+	return info, nil
+}
+
+// open writes the manifest where launch.Open reads it and opens the
+// session (launch.Open copies it into the run directory).
+func (s *Service) open(id string, req LaunchRequest) (*launch.Session, error) {
+	f, err := os.CreateTemp(s.cfg.Dir, ".manifest-*.yaml")
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "stage manifest")
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.WriteString(req.ManifestYAML)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, werr, "stage manifest")
+	}
+	mode := launch.ModeScripted
+	if req.Mode == ModeMock {
+		mode = modeMock
+	}
+	return launch.Open(s.ctx, f.Name(), mode, launch.Options{
+		RunsDir: s.cfg.Dir, Cwd: s.base(), Jobs: s.cfg.Jobs, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
+		NewID: func() string { return id },
+	})
+}
+
+// done forgets a finished run: its directory answers from now on.
+func (s *Service) done(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.running, id)
+}
+
+// Wait returns once every run launched so far has finished.
+func (s *Service) Wait() { s.wg.Wait() }
+
+// base is the directory relative manifest and task paths are resolved
+// against: the first workspace root.
+func (s *Service) base() string { return s.cfg.Roots.Dirs[0] }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/agent-runner/agent-runner/agent/agentapi"
+	"github.com/agent-runner/agent-runner/agent/launch"
+)
+
+// serve mounts the capability-runs API at /v1/agent-runs: a scripted task
+// or a mock-agent run launched from a manifest, run in the background with
+// its subprocess tools on serve's jobs service and --default-backend,
+// recorded under <store-dir>/agent-runs/<run_id>/ (docs/agents.md).
+// Manifest roots must lie under --workspace-root.
+func init() {
+	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
+		s, err := agentapi.New(ctx, agentapi.Config{
+			Dir: filepath.Join(d.StoreDir, "agent-runs"), Jobs: launch.ServiceRunner{Jobs: d.Jobs},
+			Backend: d.Backend, Roots: d.Roots, Logger: d.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		agentapi.Routes(d.Mux, s, d.Auth)
+		return nil
+	})
+}
