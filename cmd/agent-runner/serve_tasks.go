@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/task/state"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskmetrics"
 )
@@ -18,7 +21,7 @@ func init() {
 	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
 		metrics := taskmetrics.New(d.Metrics)
 		s, err := f.store(ctx, taskDeps{StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend, UnsafeLocalProcess: d.UnsafeLocalProcess,
-			Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: metrics.Observe})
+			Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: taskStateEvents(d.Jobs.Queue(), d.Logger, metrics.Observe)})
 		if err != nil {
 			return err
 		}
@@ -56,4 +59,16 @@ func init() {
 		taskapi.Routes(d.Mux, s, d.Auth)
 		return nil
 	})
+}
+
+// taskStateEvents is serve's task observer: next (metrics), then the
+// transition on the event bus (ar.taskevents.<id>), which GET /v1/events
+// and the dashboard's lists follow.
+func taskStateEvents(q *queue.Queue, log *slog.Logger, next state.Observer) state.Observer {
+	return func(from state.State, rec state.Record) {
+		next(from, rec)
+		if err := q.PublishTaskEvent(queue.Event{TaskID: rec.TaskID, State: string(rec.State), Time: rec.LastCheckpoint}); err != nil {
+			log.Warn("cannot publish a task state event", "task_id", rec.TaskID, "state", rec.State, "error", err)
+		}
+	}
 }
