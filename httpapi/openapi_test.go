@@ -14,12 +14,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent-runner/agent-runner/agent/agentapi"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 	"github.com/agent-runner/agent-runner/ui"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 // mcpMethods are the methods of MCP's streamable HTTP transport, which
@@ -32,14 +34,16 @@ var mcpMethods = []string{"POST", "GET", "DELETE"}
 var uiRoutes = []string{"GET /{$}", "GET /ui/", "GET /ui-api/jobs/{job_id}/request", "GET /ui-api/tasks/{id}/stream"}
 
 // servedRoutes is every "METHOD /path" `agent-runner serve` answers on its
-// listener: the job routes, the task API, /mcp and the dashboard; path
-// wildcards {name...} are written {name} as OpenAPI does, and /{$} as /.
+// listener: the job routes, the task API, capability runs, /mcp and the
+// dashboard; path wildcards {name...} are written {name} as OpenAPI does,
+// and /{$} as /.
 func servedRoutes() []string {
 	var out []string
 	for _, r := range httpapi.Routes() {
 		out = append(out, r.Method+" "+r.Path)
 	}
 	out = append(out, taskapi.Patterns()...)
+	out = append(out, agentapi.Patterns()...)
 	for _, m := range mcpMethods {
 		out = append(out, m+" /mcp")
 	}
@@ -122,11 +126,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
-// TestOpenAPIRoutesAnswer sends every documented operation of the job and
-// task APIs and the dashboard to a server mounted as serve mounts them:
-// none may be the
-// router's own 404 or 405 (text/plain), so a documented path that is
-// spelt differently from the registered one fails. /mcp is left out: its
+// TestOpenAPIRoutesAnswer sends every documented operation of the job,
+// task and capability-run APIs and the dashboard to a server mounted as
+// serve mounts them: none may be the router's own 404 or 405 (text/plain),
+// so a documented path that is spelt differently from the registered one
+// fails. /mcp is left out: its
 // handler is wired in cmd/agent-runner and answers every method.
 func TestOpenAPIRoutesAnswer(t *testing.T) {
 	e := newEnv(t, opts{})
@@ -138,6 +142,15 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ui.Mount(ctx, ui.Config{Mux: e.api.Mux(), Auth: e.api.Auth, Store: e.r.Store()})
+	roots, err := workspaceroot.New([]string{t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := agentapi.New(ctx, agentapi.Config{Dir: filepath.Join(t.TempDir(), "agent-runs"), Roots: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentapi.Routes(e.api.Mux(), runs, e.api.Auth)
 	id := e.submit(e.request([]string{"true"}, "true"))
 	e.wait(id)
 	served, _ := documented(t)
