@@ -133,7 +133,8 @@ func (s *Server) Handler() http.Handler {
 // a prefix.
 var publicPaths = map[string]bool{"/health": true, "/openapi.json": true,
 	"/": true, "/ui/": true, "/ui/app.js": true, "/ui/api.js": true, "/ui/dom.js": true, "/ui/jobs.js": true,
-	"/ui/tasks.js": true, "/ui/overview.js": true, "/ui/term.js": true, "/ui/diff.js": true, "/ui/style.css": true}
+	"/ui/tasks.js": true, "/ui/overview.js": true, "/ui/term.js": true, "/ui/diff.js": true, "/ui/style.css": true,
+	"/ui/agentruns.js": true}
 
 // Mux is the router other doors (task API, MCP) register on; wrap their
 // handlers with Auth.

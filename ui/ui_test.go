@@ -79,7 +79,7 @@ func TestAssetsLoadNothingFromElsewhere(t *testing.T) {
 
 func TestAssets(t *testing.T) {
 	got := Assets()
-	want := []string{"/ui/", "/ui/api.js", "/ui/app.js", "/ui/diff.js", "/ui/dom.js", "/ui/jobs.js", "/ui/overview.js", "/ui/style.css", "/ui/tasks.js", "/ui/term.js"}
+	want := []string{"/ui/", "/ui/agentruns.js", "/ui/api.js", "/ui/app.js", "/ui/diff.js", "/ui/dom.js", "/ui/jobs.js", "/ui/overview.js", "/ui/style.css", "/ui/tasks.js", "/ui/term.js"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Assets() (-want +got); httpapi's publicPaths must list the same paths:\n%s", diff)
 	}

@@ -1,5 +1,6 @@
 // app.js: the dashboard's router. Pages live in the URL fragment
-// (#/jobs, #/jobs/<id>, #/tasks, #/tasks/<id>, #/), so /ui/ is the only
+// (#/jobs, #/jobs/<id>, #/tasks, #/tasks/<id>, #/agent-runs,
+// #/agent-runs/<id>, #/), so /ui/ is the only
 // page the server serves; each page gets an AbortSignal that ends its
 // streams and refreshes when the reader navigates away.
 import { onAuthChange, signedIn, logout } from './api.js';
@@ -7,6 +8,7 @@ import { h, errorBox } from './dom.js';
 import { overview } from './overview.js';
 import { jobsList, jobPage } from './jobs.js';
 import { tasksList, taskPage } from './tasks.js';
+import { agentRunsList, agentRunPage } from './agentruns.js';
 
 const routes = [
   [/^\/?$/, 'overview', (main, m, q, s) => overview(main, q, s)],
@@ -14,6 +16,8 @@ const routes = [
   [/^\/jobs\/(.+)$/, 'jobs', (main, m, q, s) => jobPage(main, decodeURIComponent(m[1]), s)],
   [/^\/tasks$/, 'tasks', (main, m, q, s) => tasksList(main, q, s)],
   [/^\/tasks\/(.+)$/, 'tasks', (main, m, q, s) => taskPage(main, decodeURIComponent(m[1]), s)],
+  [/^\/agent-runs$/, 'agent-runs', (main, m, q, s) => agentRunsList(main, q, s)],
+  [/^\/agent-runs\/(.+)$/, 'agent-runs', (main, m, q, s) => agentRunPage(main, decodeURIComponent(m[1]), s)],
 ];
 
 let current = null;
