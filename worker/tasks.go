@@ -37,7 +37,8 @@ func (p *Pool) taskLoop(ctx, jobsCtx context.Context) {
 }
 
 // handleTask runs one task delivery: registered to hear its cancel, its
-// message kept alive while it runs, acknowledged once it is terminal.
+// message kept alive while it runs, its record handed over
+// (cfg.TaskRecorded) once it is terminal, then acknowledged.
 func (p *Pool) handleTask(ctx context.Context, d queue.Delivery) {
 	log := p.log.With("task_id", d.JobID, "attempt", d.Attempt)
 	taskCtx, cancel := context.WithCancel(ctx)
@@ -68,6 +69,10 @@ func (p *Pool) handleTask(ctx context.Context, d queue.Delivery) {
 	close(stop)
 	if err != nil {
 		log.Error("task could not be taken up; it is left for another delivery", "error", err)
+		return
+	}
+	// The record goes out even when shutdown ended the task (ctx done).
+	if !p.handOver(context.WithoutCancel(ctx), d, p.cfg.TaskRecorded, log) {
 		return
 	}
 	if err := d.Done(context.Background()); err != nil {

@@ -85,6 +85,12 @@ type Config struct {
 	// and never hold up jobs. Without it this pool takes no tasks.
 	Tasks       TaskRunner
 	TaskWorkers int
+	// TaskRecorded, when set, is called once a task delivery ended with
+	// the task terminal in Tasks' store and before its message is
+	// acknowledged (remote.PublishTask carries the task's record to an
+	// API node with its own store). An error leaves the message
+	// unacknowledged, like Recorded.
+	TaskRecorded func(ctx context.Context, taskID string) error
 }
 
 // Pool is a set of workers.
@@ -382,11 +388,18 @@ func (p *Pool) reopen(req job.Request, attempt int) error {
 	return st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusRunning, Attempt: attempt, Backend: req.Backend.Kind})
 }
 
-// recorded hands a job whose result is recorded to cfg.Recorded, keeping
-// its message alive meanwhile (a large record takes a while). False means
-// it failed: the message is left unacknowledged, to be delivered again.
+// recorded hands a job whose result is recorded to cfg.Recorded (see
+// handOver).
 func (p *Pool) recorded(ctx context.Context, d queue.Delivery) bool {
-	if p.cfg.Recorded == nil {
+	return p.handOver(ctx, d, p.cfg.Recorded, p.log.With(telemetry.KeyJobID, d.JobID))
+}
+
+// handOver calls hook (cfg.Recorded, cfg.TaskRecorded) for a delivery
+// whose record is written, keeping its message alive meanwhile (a large
+// record takes a while). False means it failed: the message is left
+// unacknowledged, to be delivered again.
+func (p *Pool) handOver(ctx context.Context, d queue.Delivery, hook func(context.Context, string) error, log *slog.Logger) bool {
+	if hook == nil {
 		return true
 	}
 	stop := make(chan struct{})
@@ -403,8 +416,8 @@ func (p *Pool) recorded(ctx context.Context, d queue.Delivery) bool {
 			}
 		}
 	}()
-	if err := p.cfg.Recorded(ctx, d.JobID); err != nil {
-		p.log.Error("cannot hand over the job's record; it is delivered again", telemetry.KeyJobID, d.JobID, "error", err)
+	if err := hook(ctx, d.JobID); err != nil {
+		log.Error("cannot hand over the record; it is delivered again", "error", err)
 		return false
 	}
 	return true
