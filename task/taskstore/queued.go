@@ -2,6 +2,7 @@ package taskstore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"time"
 
@@ -41,7 +42,10 @@ func (s *Store) dispatch(t *manifest.Task, doc []byte) error {
 // RunQueued implements worker.TaskRunner: it runs the task of one queue
 // delivery to a terminal state in this store.
 //   - A task this store has no record of (a worker with a store of its
-//     own) is recorded from the message first.
+//     own) is recorded from the message first. Delivered before (attempt
+//     over 1), it went to a worker that stopped, maybe mid-run, and whose
+//     record this store cannot read: it ends failed, run.interrupted,
+//     rather than run a second time.
 //   - A terminal task (cancelled while queued, or finished before an
 //     acknowledgement was lost) is left as it is.
 //   - A task that had started (its worker died or shut down) cannot
@@ -57,6 +61,7 @@ func (s *Store) RunQueued(ctx context.Context, id string, payload []byte, attemp
 		return nil
 	}
 	m, err := s.Open(id)
+	fresh := false
 	if err != nil {
 		if _, statErr := os.Stat(s.Dir(id)); statErr == nil {
 			return err // a record exists but cannot be read: leave the message
@@ -67,9 +72,15 @@ func (s *Store) RunQueued(ctx context.Context, id string, payload []byte, attemp
 		if m, err = s.Open(id); err != nil {
 			return err
 		}
+		fresh = true
 	}
 	switch cur := m.Current().State; {
 	case cur.Terminal():
+		return nil
+	case fresh && attempt > 1:
+		s.transition(m, state.Failed, fmt.Sprintf("delivered again (attempt %d) after the worker that took it stopped; a task does not resume from the middle", attempt),
+			job.Errorf(job.CodeRunInterrupted, "the worker that took the task stopped before finishing it").With("attempt", attempt-1))
+		s.finished(t)
 		return nil
 	case cur != state.Pending:
 		s.transition(m, state.Failed, "interrupted during "+string(cur)+"; a task does not resume from the middle",
