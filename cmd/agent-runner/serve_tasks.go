@@ -28,6 +28,12 @@ func init() {
 		// Tasks take their place in serve's queue; a queue other
 		// processes reach (--nats, --nats-listen) has their workers too.
 		s.Queue, s.SharedQueue = d.Jobs.Queue(), d.Runner.Config().SharedStore
+		if s.SharedQueue {
+			// Workers with their own store send their task records here.
+			if err := mirrorTasks(ctx, s, d.Jobs.Queue(), metrics.Observe, d.Logger); err != nil {
+				return err
+			}
+		}
 		d.RunTasks(s)
 		s.Lifecycle.ChildSocket = taskapi.ChildSocket(s)
 		if stale := taskapi.CleanStaleSockets(); len(stale) > 0 {

@@ -93,9 +93,10 @@ func init() {
 				return usageError{err}
 			}
 			// Agent tasks from the same queue run here too, each whole
-			// lifecycle (staging, agent, collection) on this host.
+			// lifecycle (staging, agent, collection) on this host; their
+			// state changes go out live, their record once terminal.
 			ts, err := tasks.store(ctx, taskDeps{StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind, UnsafeLocalProcess: unsafeLocal,
-				Egress: cfg.Egress, Roots: roots})
+				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil)})
 			if err != nil {
 				return err
 			}
@@ -104,7 +105,7 @@ func init() {
 			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
 				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store()),
-				Tasks: ts, TaskWorkers: taskWorkers}).Run(ctx)
+				Tasks: ts, TaskWorkers: taskWorkers, TaskRecorded: remote.PublishTask(pub, ts.Dir)}).Run(ctx)
 			if err == nil && sig.Forced() {
 				err = forcedError()
 			}
