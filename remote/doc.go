@@ -2,10 +2,12 @@
 // the NATS JetStream the queue already uses, so the two need no shared
 // filesystem.
 //
-// A record is a directory (a job's runs/<id>/) with one commit file
-// (result.json) whose presence means "finished". Kind says which files of
-// the directory travel and which one commits; jobs are the Jobs kind, and
-// tasks can be another kind with their own directory and commit file.
+// A record is a directory (a job's runs/<id>/, a task's tasks/<id>/) with
+// one commit file (result.json, state.json) written last. Kind says which
+// files of the directory travel and which one commits: Jobs, whose
+// result.json is only ever created, and Tasks, whose terminal state.json
+// replaces the pending one the API node recorded at the submit, but never
+// a terminal one.
 //
 //   - Worker side, Publisher: once the record is written and before the
 //     queue message is acknowledged, the files go to the object store
@@ -28,6 +30,13 @@
 //     on ar.events.<id> and moves a job that has no result forward to
 //     running with its attempt, so GET shows the job running on another
 //     host.
+//
+// Tasks (MirrorTasks): the worker publishes each task state change on
+// ar.taskevents.<id> (TaskStates); the API node moves its task forward
+// through the state machine, never back and never to a terminal state,
+// which comes with the record (PublishTask, once the task is terminal and
+// before its message is acknowledged). The Mirror and that follower hold
+// one lock, so a late state event never lands on a finished record.
 //
 // The worker publishes its terminal status event before the record has
 // reached the API node; the Mirror publishes the terminal status again
