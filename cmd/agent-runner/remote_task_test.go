@@ -129,3 +129,29 @@ func TestRemoteWorkerKilledMidTask(t *testing.T) {
 		t.Errorf("task after its worker was killed = %s %+v, %v; want failed with %s", st.State, st.Error, err, job.CodeRunInterrupted)
 	}
 }
+
+// TestRemoteWorkerCancelsATask: cancelling on the API node a task that
+// runs on a worker with its own store stops it there; the API node ends
+// with the worker's cancelled record.
+func TestRemoteWorkerCancelsATask(t *testing.T) {
+	origin := tasktest.Origin(t, map[string]string{"agent.sh": "echo started\nsleep 300\n"})
+	c, natsURL := apiNode(t, t.TempDir())
+	remoteWorker(t, natsURL, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	acc, err := c.SubmitTask(ctx, taskManifest("cancelled-remote-task", origin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the task running on the worker, as the API node shows it", func() bool {
+		st, err := c.GetTask(ctx, acc.TaskID)
+		return err == nil && st.State == "running"
+	})
+	if _, err := c.CancelTask(ctx, acc.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.WaitTask(ctx, acc.TaskID, 50*time.Millisecond)
+	if err != nil || st.State != "cancelled" || st.Metadata == nil {
+		t.Errorf("cancelled remote task = %+v, %v; want cancelled with the worker's metadata", st, err)
+	}
+}
