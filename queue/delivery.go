@@ -28,6 +28,24 @@ type Delivery struct {
 // KeepAlive resets the redelivery timer while the job runs.
 func (d Delivery) KeepAlive() error { return d.msg.InProgress() }
 
+// KeepAliveEvery calls KeepAlive every interval until stop is called.
+func (d Delivery) KeepAliveEvery(interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = d.KeepAlive() // a lost keep-alive at worst redelivers; the record decides
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // Done acknowledges the job: it leaves the queue for good. Call it only
 // after the result is recorded.
 func (d Delivery) Done(ctx context.Context) error { return d.msg.DoubleAck(ctx) }

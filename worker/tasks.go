@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/agent-runner/agent-runner/queue"
@@ -21,21 +20,6 @@ type TaskRunner interface {
 	RunQueued(ctx context.Context, taskID string, payload []byte, attempt int) error
 }
 
-func (p *Pool) taskLoop(ctx, jobsCtx context.Context) {
-	for ctx.Err() == nil {
-		d, err := p.cfg.Queue.NextTask(ctx, 2*time.Second)
-		if errors.Is(err, queue.ErrNoJob) || ctx.Err() != nil {
-			continue
-		}
-		if err != nil {
-			p.log.Error("task fetch failed", "error", err)
-			time.Sleep(500 * time.Millisecond)
-			continue
-		}
-		p.handleTask(jobsCtx, d)
-	}
-}
-
 // handleTask runs one task delivery: registered to hear its cancel, its
 // message kept alive while it runs, its record handed over
 // (cfg.TaskRecorded) once it is terminal, then acknowledged.
@@ -52,21 +36,9 @@ func (p *Pool) handleTask(ctx context.Context, d queue.Delivery) {
 		delete(p.running, key)
 		p.mu.Unlock()
 	}()
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = d.KeepAlive()
-			}
-		}
-	}()
+	stop := d.KeepAliveEvery(time.Second)
 	err := p.cfg.Tasks.RunQueued(taskCtx, d.JobID, d.Payload, d.Attempt)
-	close(stop)
+	stop()
 	if err != nil {
 		log.Error("task could not be taken up; it is left for another delivery", "error", err)
 		return

@@ -139,7 +139,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.loop(ctx, jobsCtx)
+			p.pull(ctx, jobsCtx, "job", p.cfg.Queue.Next, p.handle)
 		}()
 	}
 	if p.cfg.Tasks != nil {
@@ -147,7 +147,7 @@ func (p *Pool) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p.taskLoop(ctx, jobsCtx)
+				p.pull(ctx, jobsCtx, "task", p.cfg.Queue.NextTask, p.handleTask)
 			}()
 		}
 	}
@@ -204,18 +204,20 @@ func (p *Pool) cancel(jobID string) {
 	}
 }
 
-func (p *Pool) loop(ctx, jobsCtx context.Context) {
+// pull takes deliveries from next and hands each to handle (on jobsCtx)
+// until ctx ends.
+func (p *Pool) pull(ctx, jobsCtx context.Context, what string, next func(context.Context, time.Duration) (queue.Delivery, error), handle func(context.Context, queue.Delivery)) {
 	for ctx.Err() == nil {
-		d, err := p.cfg.Queue.Next(ctx, 2*time.Second)
+		d, err := next(ctx, 2*time.Second)
 		if errors.Is(err, queue.ErrNoJob) || ctx.Err() != nil {
 			continue
 		}
 		if err != nil {
-			p.log.Error("fetch failed", "error", err)
+			p.log.Error(what+" fetch failed", "error", err)
 			time.Sleep(500 * time.Millisecond)
 			continue
 		}
-		p.handle(jobsCtx, d)
+		handle(jobsCtx, d)
 	}
 }
 
@@ -321,20 +323,7 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 	}
 	p.started(req, d.Attempt)
 	// Keep the message alive while the job runs.
-	stopKeepAlive := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stopKeepAlive:
-				return
-			case <-t.C:
-				_ = d.KeepAlive()
-			}
-		}
-	}()
-	defer close(stopKeepAlive)
+	defer d.KeepAliveEvery(time.Second)()
 	q := p.cfg.Queue
 	spanCtx, span := p.cfg.Tracer.Start(telemetry.JobContext(jobCtx, req), "job.run")
 	span.SetAttributes(attribute.String(telemetry.KeyJobID, req.JobID), attribute.Int("attempt", d.Attempt))
@@ -402,20 +391,7 @@ func (p *Pool) handOver(ctx context.Context, d queue.Delivery, hook func(context
 	if hook == nil {
 		return true
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = d.KeepAlive()
-			}
-		}
-	}()
+	defer d.KeepAliveEvery(time.Second)()
 	if err := hook(ctx, d.JobID); err != nil {
 		log.Error("cannot hand over the record; it is delivered again", "error", err)
 		return false
