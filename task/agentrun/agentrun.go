@@ -8,6 +8,7 @@ package agentrun
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -44,6 +45,10 @@ type Config struct {
 	// HeartbeatEvery is how often a heartbeat (progress, CPU, memory) is
 	// appended to outbox/progress/metrics.jsonl (default 30 s, seed 004).
 	HeartbeatEvery time.Duration
+	// Logger hears what no record of the task holds: a progress log or
+	// metrics.jsonl that could not be written, once each. It should carry
+	// the task's id (the lifecycle's does); nil discards.
+	Logger *slog.Logger
 	// MaxLogBytes caps each of stdout.log and stderr.log (default
 	// DefaultMaxLogBytes): past it the log ends with a truncation line and
 	// the rest of the output reaches live subscribers only.
@@ -104,6 +109,10 @@ func Command(t *manifest.Task) []string {
 // captured output.
 func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[string]string, cfg Config) (Outcome, error) {
 	out := Outcome{Backend: cfg.Backend.Kind()}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	network := cfg.Network
 	if network == "" {
 		network = job.NetworkDisabled
@@ -177,7 +186,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	if err != nil {
 		return out, err
 	}
-	defer stdout.Close()
+	defer closeLog(stdout, "stdout.log", log)
 	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, cfg.MaxLogBytes, func(p []byte) {
 		if cfg.Output != nil {
 			cfg.Output("stderr", p)
@@ -186,13 +195,13 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	if err != nil {
 		return out, err
 	}
-	defer stderr.Close()
+	defer closeLog(stderr, "stderr.log", log)
 	errLine := &errorLine{}
 	prog.touch(0)
 	if cfg.HeartbeatEvery <= 0 {
 		cfg.HeartbeatEvery = 30 * time.Second
 	}
-	hb := &heartbeats{path: filepath.Join(l.Progress(), HeartbeatFile), taskID: t.Metadata.ID, prog: prog}
+	hb := &heartbeats{path: filepath.Join(l.Progress(), HeartbeatFile), taskID: t.Metadata.ID, prog: prog, log: log}
 	beating := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
@@ -240,6 +249,14 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		}
 	}
 	return out, nil
+}
+
+// closeLog closes a progress log; the run's outcome does not depend on
+// it, an incomplete log is the operator's to know.
+func closeLog(l *scrubLog, name string, log *slog.Logger) {
+	if err := l.Close(); err != nil {
+		log.Error("the task's progress log is incomplete", "file", name, "error", err)
+	}
 }
 
 // writerFunc is an io.Writer that hands every write to a function.

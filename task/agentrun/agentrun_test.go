@@ -84,7 +84,7 @@ printf '{"type":"result","subtype":"success"}\n'`
 	if strings.Contains(live.String(), secret) {
 		t.Error("a live subscriber saw the secret")
 	}
-	arts, err := stage.Collect(context.Background(), l, tk, tasktest.Backend(t), stage.CollectLimits{})
+	arts, err := stage.Collect(context.Background(), l, tk, tasktest.Backend(t), stage.CollectLimits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package agentrun
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -31,6 +33,10 @@ type heartbeats struct {
 	path   string
 	taskID string
 	prog   *tracker
+	// log hears the first heartbeat that cannot be written; failed says
+	// it has (beat runs on one goroutine).
+	log    *slog.Logger
+	failed bool
 
 	mu    sync.Mutex
 	usage *backend.Usage
@@ -51,13 +57,22 @@ func (h *heartbeats) beat() {
 		hb.CPUSeconds, hb.MemoryBytes, hb.PeakMemoryBytes, hb.Processes = &cpu, &u.MemoryBytes, &u.PeakMemoryBytes, &u.Processes
 	}
 	h.mu.Unlock()
-	line, _ := json.Marshal(hb)
-	f, err := os.OpenFile(h.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return // heartbeats are best effort; the run goes on
+	line, _ := json.Marshal(hb) // plain data: always encodes
+	// Heartbeats are best effort: the run goes on without them, and the
+	// operator hears of the first one lost.
+	if err := appendLine(h.path, line); err != nil && !h.failed {
+		h.failed = true
+		h.log.Warn("cannot record a heartbeat; later failures of this run are not logged", "file", HeartbeatFile, "error", err)
 	}
-	f.Write(append(line, '\n'))
-	f.Close()
+}
+
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	return errors.Join(err, f.Close())
 }
 
 // run beats every interval until done is closed, and once more at the end.
@@ -93,7 +108,7 @@ func LastHeartbeat(progressDir string) (*Heartbeat, bool) {
 	}
 	off := max(fi.Size()-heartbeatTail, 0)
 	b := make([]byte, fi.Size()-off)
-	n, _ := f.ReadAt(b, off)
+	n, _ := f.ReadAt(b, off) // io.EOF if it shrank; what was read is searched
 	b = b[:n]
 	for len(b) > 0 {
 		b = bytes.TrimRight(b, "\n")

@@ -139,7 +139,7 @@ func (t *tracker) parse(line []byte) {
 	t.p.Events++
 	var blocks []contentBlock
 	if c := bytes.TrimSpace(l.Message.Content); len(c) > 0 && c[0] == '[' {
-		json.Unmarshal(c, &blocks)
+		json.Unmarshal(c, &blocks) // the agent's output: what does not parse is not counted
 	}
 	for _, c := range blocks {
 		switch c.Type {

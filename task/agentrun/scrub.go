@@ -3,6 +3,7 @@ package agentrun
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -130,6 +131,8 @@ type scrubLog struct {
 	// the truncation line is written (nothing more goes to the file).
 	limit, written int64
 	truncated      bool
+	// err is the first write to the file that failed (Close returns it).
+	err error
 }
 
 func newLog(path string, s *scrubber, limit int64, emit func([]byte)) (*scrubLog, error) {
@@ -155,7 +158,9 @@ func (l *scrubLog) store(b []byte) {
 		l.truncated = true
 	}
 	l.written += int64(len(b))
-	l.f.Write(b)
+	if _, err := l.f.Write(b); err != nil && l.err == nil {
+		l.err = err
+	}
 }
 
 func (l *scrubLog) Write(p []byte) (int, error) {
@@ -213,4 +218,10 @@ func (l *scrubLog) Flush() {
 	}
 }
 
-func (l *scrubLog) Close() error { return l.f.Close() }
+// Close closes the file. Its error also reports the first write that
+// failed: the log is incomplete.
+func (l *scrubLog) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.err, l.f.Close())
+}

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,7 +26,7 @@ type Child struct {
 const childPoll = 200 * time.Millisecond
 
 // waitForChildren blocks (in completing) until every child is terminal.
-func waitForChildren(ctx context.Context, m *state.Machine, id string, list func(string) []state.Record) error {
+func waitForChildren(ctx context.Context, m *state.Machine, log *slog.Logger, id string, list func(string) []state.Record) error {
 	noted := false
 	for {
 		active := 0
@@ -38,7 +39,7 @@ func waitForChildren(ctx context.Context, m *state.Machine, id string, list func
 			return nil
 		}
 		if !noted {
-			_ = m.Note("waiting_for_children", strconv.Itoa(active)+" children still active")
+			note(m, log, "waiting_for_children", strconv.Itoa(active)+" children still active")
 			noted = true
 		}
 		select {
@@ -77,10 +78,14 @@ func ReadMetadata(dir string) (Metadata, bool) {
 // aggregate copies every finished child's artifacts (and its
 // metadata.json) into outbox/artifacts/children/<child_id>/, with
 // checksums, reading only the names the child's metadata lists, through
-// safecopy within the default artifact caps.
-func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artifact {
+// safecopy within the default artifact caps. It returns what it copied
+// and, as collectPatterns does, what it skipped and why. A child without
+// metadata.json (one that never ran) has nothing to aggregate.
+func aggregate(l stage.Layout, storeRoot string, children []Child) ([]stage.Artifact, []string) {
 	var out []stage.Artifact
-	budget := &safecopy.Budget{MaxBytes: DefaultMaxArtifactBytes}
+	var skipped []string
+	caps := artifactCaps{file: DefaultMaxArtifactFileBytes, total: DefaultMaxArtifactBytes}
+	budget := &safecopy.Budget{MaxBytes: caps.total}
 	for _, c := range children {
 		if !c.State.Terminal() {
 			continue
@@ -89,20 +94,24 @@ func aggregate(l stage.Layout, storeRoot string, children []Child) []stage.Artif
 		if !ok {
 			continue
 		}
+		prefix := "children/" + c.TaskID + "/"
 		root, err := safecopy.OpenRoot(filepath.Join(storeRoot, c.TaskID, "outbox", "artifacts"))
 		if err != nil {
+			skipped = append(skipped, prefix+": "+err.Error())
 			continue
 		}
 		dst := filepath.Join(l.Artifacts(), "children", c.TaskID)
-		prefix := "children/" + c.TaskID + "/"
 		for _, name := range append([]string{"metadata.json"}, artifactNames(md)...) {
-			if a, err := copyArtifactAs(context.Background(), root, name, dst, prefix, DefaultMaxArtifactFileBytes, budget); err == nil {
-				out = append(out, a)
+			a, err := copyArtifactAs(context.Background(), root, name, dst, prefix, caps.file, budget)
+			if err != nil {
+				skipped = append(skipped, skipReason(prefix+name, err, caps))
+				continue
 			}
+			out = append(out, a)
 		}
-		root.Close()
+		root.Close() // read only
 	}
-	return out
+	return out, skipped
 }
 
 func artifactNames(md Metadata) []string {

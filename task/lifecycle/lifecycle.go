@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
@@ -77,6 +78,11 @@ type Config struct {
 	// Collect bounds the sandbox the patch is collected in (on Backend,
 	// as the agent ran); zero fields take stage's defaults.
 	Collect stage.CollectLimits
+	// Logger hears what no record holds: a workspace, bridge or scratch
+	// directory that cannot be removed, an event that cannot be written,
+	// and Run's own failure, each once with the task's id (LogTaskID).
+	// Nil discards.
+	Logger *slog.Logger
 }
 
 // Default caps of the artifact_patterns copy (see Config).
@@ -117,8 +123,19 @@ type Metadata struct {
 
 // Run executes a submitted task whose directory and pending checkpoint
 // exist (see state.Create). It returns the final metadata; the task's
-// state.json holds the final state in every case.
+// state.json holds the final state in every case but one: Run's error,
+// which says the task's records could not be kept. Run logs that error
+// through cfg.Logger; its caller need not log it again.
 func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte, cfg Config) (Metadata, error) {
+	log := cfg.logger().With("component", "task", LogTaskID, t.Metadata.ID)
+	md, err := run(ctx, dir, t, manifestYAML, cfg, log)
+	if err != nil {
+		log.Error("task run failed", "state", md.State, "error", err)
+	}
+	return md, err
+}
+
+func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte, cfg Config, log *slog.Logger) (Metadata, error) {
 	m, err := state.Open(dir)
 	if err != nil {
 		return Metadata{}, err
@@ -134,12 +151,14 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	end := func(to state.State, reason string, jerr *job.Error) (Metadata, error) {
 		md.State, md.Error = to, jerr
 		if to == state.Failed && t.Lifecycle.FailureAction != "preserve" {
-			// destroy: the workspace goes, the outbox (logs, artifacts) stays.
-			stage.RemoveWorkspace(l)
+			// destroy: the workspace goes, the outbox (logs, artifacts)
+			// stays. What is left of it is the operator's to remove.
+			if err := stage.RemoveWorkspace(l); err != nil {
+				log.Warn("cannot remove the task's workspace", "error", err)
+			}
 		}
 		out, err := finish(l, md)
-		_ = m.Transition(to, reason, jerr)
-		return out, err
+		return out, errors.Join(err, m.Transition(to, reason, jerr))
 	}
 	fail := func(err error) (Metadata, error) {
 		jerr := job.AsError(err)
@@ -175,7 +194,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 			diskEnforced = true
 		}
 	}
-	net := newEgressRun(l, m)
+	net := newEgressRun(l, m, log)
 	defer net.close()
 	proxy, stopProxy, err := cloneProxy(ctx, cfg, t, net)
 	if err != nil {
@@ -225,7 +244,7 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts})
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
 	stopNetwork()
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
@@ -242,21 +261,25 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	// collect takes the patch, the untracked list and the artifact
 	// patterns, with a fresh context: a cancelled run still yields them.
 	collect := func() error {
-		arts, err := stage.Collect(context.Background(), l, t, cfg.Backend, cfg.Collect)
+		arts, err := stage.Collect(context.Background(), l, t, cfg.Backend, cfg.Collect, log)
 		files, skipped := collectPatterns(context.Background(), l, t, cfg.artifactCaps())
 		md.Artifacts = append(append(md.Artifacts, arts...), files...)
-		noteSkipped(m, skipped)
+		noteSkipped(m, log, skipped)
 		return err
 	}
 	if out.Reason == job.ReasonCanceled {
-		collect()
+		// The task ends cancelled whatever the collection does; why its
+		// changes are missing is told in events.jsonl.
+		if err := collect(); err != nil {
+			note(m, log, "artifact_skipped", "the task's changes ("+t.Metadata.ID+".patch): "+err.Error())
+		}
 		return fail(ctx.Err())
 	}
 	if err := step(state.Completing, "collecting changes"); err != nil {
 		return md, err
 	}
 	if c := t.Children; c != nil && c.WaitForChildren && cfg.ChildrenOf != nil {
-		if err := waitForChildren(ctx, m, t.Metadata.ID, cfg.ChildrenOf); err != nil {
+		if err := waitForChildren(ctx, m, log, t.Metadata.ID, cfg.ChildrenOf); err != nil {
 			return fail(err)
 		}
 	}
@@ -264,7 +287,9 @@ func Run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if cfg.ChildrenOf != nil {
 		md.Children = childSummaries(filepath.Dir(dir), cfg.ChildrenOf(t.Metadata.ID))
 		if c := t.Children; c != nil && c.AggregateArtifacts {
-			md.Artifacts = append(md.Artifacts, aggregate(l, filepath.Dir(dir), md.Children)...)
+			arts, skipped := aggregate(l, filepath.Dir(dir), md.Children)
+			md.Artifacts = append(md.Artifacts, arts...)
+			noteSkipped(m, log, skipped)
 		}
 	}
 	switch {
@@ -295,8 +320,10 @@ func describe(o agentrun.Outcome) string {
 func finish(l stage.Layout, md Metadata) (Metadata, error) {
 	md.EndedAt = time.Now().UTC()
 	md.DurationMS = md.EndedAt.Sub(md.StartedAt).Milliseconds()
-	b, _ := json.MarshalIndent(md, "", "  ")
-	os.MkdirAll(l.Artifacts(), 0o755)
+	b, _ := json.MarshalIndent(md, "", "  ") // plain data: always encodes
+	if err := os.MkdirAll(l.Artifacts(), 0o755); err != nil {
+		return md, job.Wrap(job.CodeRunIOFailed, err, "cannot write metadata.json")
+	}
 	if err := os.WriteFile(filepath.Join(l.Artifacts(), "metadata.json"), append(b, '\n'), 0o644); err != nil {
 		return md, job.Wrap(job.CodeRunIOFailed, err, "cannot write metadata.json")
 	}
@@ -419,13 +446,13 @@ func skipReason(name string, err error, caps artifactCaps) string {
 const maxSkipNotes = 20
 
 // noteSkipped records skipped artifacts in events.jsonl.
-func noteSkipped(m *state.Machine, skipped []string) {
+func noteSkipped(m *state.Machine, log *slog.Logger, skipped []string) {
 	for i, s := range skipped {
 		if i == maxSkipNotes {
-			_ = m.Note("artifact_skipped", strconv.Itoa(len(skipped)-i)+" more artifacts skipped")
+			note(m, log, "artifact_skipped", strconv.Itoa(len(skipped)-i)+" more artifacts skipped")
 			return
 		}
-		_ = m.Note("artifact_skipped", s)
+		note(m, log, "artifact_skipped", s)
 	}
 }
 
@@ -448,6 +475,7 @@ func matchSegments(pat, name []string) bool {
 		if len(name) == 0 {
 			return false
 		}
+		// Patterns are checked at submit (manifest.Parse): no ErrBadPattern.
 		if ok, _ := path.Match(pat[0], name[0]); !ok {
 			return false
 		}

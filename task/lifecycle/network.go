@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -73,28 +74,36 @@ func cloneRule(r manifest.Repository) (egress.Rule, bool, error) {
 }
 
 // egressRun is a task's use of the gateway: the audit file and events
-// every decision goes to.
+// every decision goes to, and the task's logger for what they cannot
+// hold.
 type egressRun struct {
-	log *egress.AuditLog
-	m   *state.Machine
+	audits *egress.AuditLog
+	m      *state.Machine
+	log    *slog.Logger
 }
 
-func newEgressRun(l stage.Layout, m *state.Machine) *egressRun {
-	return &egressRun{log: egress.NewAuditLog(filepath.Join(l.Progress(), EgressFile)), m: m}
+func newEgressRun(l stage.Layout, m *state.Machine, log *slog.Logger) *egressRun {
+	return &egressRun{audits: egress.NewAuditLog(filepath.Join(l.Progress(), EgressFile)), m: m, log: log}
 }
 
 // audit records d in egress.jsonl and as an "egress" event.
 func (e *egressRun) audit(d egress.Decision) {
-	e.log.Write(d)
+	if err := e.audits.Write(d); err != nil {
+		e.log.Warn("cannot record an egress decision", "file", EgressFile, "error", err)
+	}
 	verdict := "allowed"
 	if !d.Allowed {
 		verdict = "refused"
 	}
-	_ = e.m.Note("egress", fmt.Sprintf("%s %s:%d (%s, %s)", verdict, d.Host, d.Port, d.Mode, d.Rule))
+	note(e.m, e.log, "egress", fmt.Sprintf("%s %s:%d (%s, %s)", verdict, d.Host, d.Port, d.Mode, d.Rule))
 }
 
 // close closes the audit file once no bridge or clone proxy is left.
-func (e *egressRun) close() { e.log.Close() }
+func (e *egressRun) close() {
+	if err := e.audits.Close(); err != nil {
+		e.log.Error("cannot close the task's egress audit log", "file", EgressFile, "error", err)
+	}
+}
 
 // cloneProxy serves the clone of a remote repository: the gateway on a
 // loopback TCP port (git speaks to proxies over TCP) allowing only the
@@ -116,7 +125,11 @@ func cloneProxy(ctx context.Context, cfg Config, t *manifest.Task, e *egressRun)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		cfg.Egress.Gateway.Serve(ctx, ln, &egress.Run{ID: t.Metadata.ID + "/clone", Rules: []egress.Rule{rule}, Audit: e.audit}, nil)
+		// A proxy that stops early fails the clone, whose error is the
+		// task's; why the proxy stopped is the operator's.
+		if err := cfg.Egress.Gateway.Serve(ctx, ln, &egress.Run{ID: t.Metadata.ID + "/clone", Rules: []egress.Rule{rule}, Audit: e.audit}, nil); err != nil {
+			e.log.Warn("the clone's egress proxy stopped", "error", err)
+		}
 	}()
 	return "http://" + ln.Addr().String(), func() { cancel(); <-done }, nil
 }
@@ -141,7 +154,12 @@ func agentNetwork(ctx context.Context, cfg Config, t *manifest.Task, bindings []
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return mode, &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, func() { br.Close() }, nil
+	stop := func() {
+		if err := br.Close(); err != nil {
+			e.log.Warn("cannot remove the task's egress bridge", "error", err)
+		}
+	}
+	return mode, &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, stop, nil
 }
 
 // bindSecrets replaces the value of every secret the secrets file binds

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,7 +156,7 @@ func TestNoteSkipped(t *testing.T) {
 	for i := range maxSkipNotes + 5 {
 		skipped = append(skipped, "files/f"+string(rune('a'+i))+": too large")
 	}
-	noteSkipped(m, skipped)
+	noteSkipped(m, slog.New(slog.DiscardHandler), skipped)
 	f, err := os.Open(filepath.Join(dir, state.EventsFile))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -72,7 +73,11 @@ func (c CollectLimits) withDefaults() CollectLimits {
 // directory for the index and the outputs. The host only reads the two
 // output files, refusing anything but a regular file and reading no more
 // than the cap.
-func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits) ([]Artifact, error) {
+//
+// The scratch directory holds the agent's data; one that cannot be
+// removed afterwards is logged to log (nil: not logged), it does not fail
+// the collection.
+func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits, log *slog.Logger) ([]Artifact, error) {
 	if b == nil {
 		return nil, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
 	}
@@ -81,7 +86,11 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
 	}
-	defer sc.remove()
+	defer func() {
+		if err := sc.remove(); err != nil && log != nil {
+			log.Warn("cannot remove the collection's scratch directory", "dir", sc.parent, "error", err)
+		}
+	}()
 	if err := shareBase(l.Base()); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
 	}

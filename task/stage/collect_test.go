@@ -38,7 +38,7 @@ func taskDir(t *testing.T) string {
 
 // collect runs Collect on the test backend with the default limits.
 func collect(t *testing.T, l Layout, tk *manifest.Task) ([]Artifact, error) {
-	return Collect(context.Background(), l, tk, tasktest.Backend(t), CollectLimits{})
+	return Collect(context.Background(), l, tk, tasktest.Backend(t), CollectLimits{}, nil)
 }
 
 // sandbox is linux_sandbox; the regression tests below are about running
@@ -118,7 +118,7 @@ func TestCollectTopLevelConfigRunsNothing(t *testing.T) {
 	write(t, filepath.Join(l.Inbox(), ".gitmodules"), "[submodule \"x\"]\n\tpath = x\n\turl = ../x\n\tupdate = !"+"touch "+marker+"-update\n")
 	write(t, filepath.Join(l.Inbox(), "pkg", "a.txt"), "three\n")
 	write(t, filepath.Join(l.Inbox(), "new.txt"), "new\n")
-	arts, err := Collect(context.Background(), l, tk, b, CollectLimits{})
+	arts, err := Collect(context.Background(), l, tk, b, CollectLimits{}, nil)
 	if got := ranOnHost(t, marker); len(got) > 0 {
 		t.Fatalf("the agent's git config ran on the host: %v", got)
 	}
@@ -174,7 +174,7 @@ func TestCollectNestedRepositoriesRunNothing(t *testing.T) {
 			os.Chtimes(filepath.Join(sub, "f.txt"), old, old)
 			write(t, filepath.Join(l.Inbox(), ".gitmodules"), "[submodule \"sub\"]\n\tpath = sub\n\turl = ../sub\n")
 			write(t, filepath.Join(l.Inbox(), "new.txt"), "new\n")
-			arts, err := Collect(context.Background(), l, tk, b, CollectLimits{})
+			arts, err := Collect(context.Background(), l, tk, b, CollectLimits{}, nil)
 			if got := ranOnHost(t, marker); len(got) > 0 {
 				t.Fatalf("a nested repository's config ran on the host: %v", got)
 			}
@@ -229,7 +229,7 @@ func TestCollectBigOutputsFailClearly(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			arts, err := Collect(context.Background(), l, tk, b, tt.lim)
+			arts, err := Collect(context.Background(), l, tk, b, tt.lim, nil)
 			t.Logf("took %v: %v", time.Since(start), err)
 			if got, want := job.CodeOf(err), job.CodeArtifactFailed; got != want || !strings.HasSuffix(err.Error(), tt.wantMsg) {
 				t.Fatalf("Collect = %v, %v; want %s ending %q", arts, err, want, tt.wantMsg)
@@ -261,7 +261,7 @@ func TestCollectTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := Collect(context.Background(), l, tk, b, CollectLimits{Timeout: 300 * time.Millisecond})
+	_, err := Collect(context.Background(), l, tk, b, CollectLimits{Timeout: 300 * time.Millisecond}, nil)
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("Collect took %v with a 300ms timeout", took)
 	}
@@ -318,7 +318,7 @@ func TestCollectRefusesOutputsThatAreNotFiles(t *testing.T) {
 			write(t, filepath.Join(l.Inbox(), "new.txt"), "new\n")
 			x := &tamperer{b: b, tail: tt.tail}
 			start := time.Now()
-			_, err := Collect(context.Background(), l, tk, x, CollectLimits{})
+			_, err := Collect(context.Background(), l, tk, x, CollectLimits{}, nil)
 			if got := x.modes[tt.file]; got != tt.want {
 				t.Fatalf("the sandbox left %s as %v, want %v (the tampering did not happen)", tt.file, got, tt.want)
 			}
@@ -377,7 +377,7 @@ func TestCollectOnLocalProcess(t *testing.T) {
 	l, tk, src := staged(t)
 	write(t, filepath.Join(l.Inbox(), "pkg", "a.txt"), "three\n")
 	write(t, filepath.Join(l.Inbox(), "new.txt"), "new\n")
-	arts, err := Collect(context.Background(), l, tk, localprocess.Backend{}, CollectLimits{})
+	arts, err := Collect(context.Background(), l, tk, localprocess.Backend{}, CollectLimits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

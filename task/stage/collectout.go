@@ -32,7 +32,7 @@ func newScratch() (scratch, error) {
 		return scratch{}, err
 	}
 	var name [16]byte
-	rand.Read(name[:])
+	rand.Read(name[:]) // never fails (crypto/rand)
 	sc := scratch{parent: parent, out: filepath.Join(parent, hex.EncodeToString(name[:]))}
 	for _, step := range []func() error{
 		func() error { return os.Chmod(parent, 0o711) },
@@ -40,14 +40,14 @@ func newScratch() (scratch, error) {
 		func() error { return os.Chmod(sc.out, 0o777) }, // past the umask
 	} {
 		if err := step(); err != nil {
-			sc.remove()
+			sc.remove() // nothing written in it yet; err says why
 			return scratch{}, err
 		}
 	}
 	return sc, nil
 }
 
-func (s scratch) remove() { os.RemoveAll(s.parent) }
+func (s scratch) remove() error { return os.RemoveAll(s.parent) }
 
 // readOutputs reads the files the sandbox wrote into dir, at most max
 // bytes of each, through safecopy: a symlink, FIFO or device left in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,11 +38,12 @@ func MountQuota(ctx context.Context, l Layout, size int64) error {
 	if err != nil {
 		return err
 	}
-	err = f.Truncate(size)
-	f.Close()
-	if err != nil {
+	if err := errors.Join(f.Truncate(size), f.Close()); err != nil {
 		return err
 	}
+	// On the failures below, a disk.img left behind goes with the
+	// workspace (RemoveWorkspace); the caller records why vm.disk is not
+	// enforced.
 	mkfs := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-E", "nodiscard,lazy_itable_init=1,lazy_journal_init=1", l.DiskImage())
 	if out, err := mkfs.CombinedOutput(); err != nil {
 		os.Remove(l.DiskImage())
@@ -74,6 +76,8 @@ func Mounted(l Layout) bool {
 	if abs, err := filepath.Abs(want); err == nil {
 		want = abs
 	}
+	// A mount table that cannot be read to its end is searched as far as
+	// it was read.
 	mounts, _ := procself.Mounts(f)
 	for _, m := range mounts {
 		if m.Point == want {
@@ -93,7 +97,8 @@ func Remount(ctx context.Context, l Layout) error {
 }
 
 // RemoveWorkspace unmounts and removes the workspace: inbox/, its disk
-// image, base.git and the task's home.
+// image, base.git and the task's home. Each is tried; the error joins
+// every one that could not be removed.
 func RemoveWorkspace(l Layout) error {
 	if Mounted(l) {
 		if err := unix.Unmount(l.Inbox(), 0); err != nil {
@@ -104,9 +109,9 @@ func RemoveWorkspace(l Layout) error {
 			}
 		}
 	}
-	err := os.RemoveAll(l.Inbox())
-	os.Remove(l.DiskImage())
-	os.RemoveAll(l.Base())
-	os.RemoveAll(l.Home())
-	return err
+	errs := []error{os.RemoveAll(l.Inbox()), os.RemoveAll(l.Base()), os.RemoveAll(l.Home())}
+	if err := os.Remove(l.DiskImage()); !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -9,7 +9,9 @@ package stage
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,7 +71,9 @@ func StageThrough(ctx context.Context, l Layout, t *manifest.Task, manifestYAML 
 		}
 	}
 	err := b.Retry(ctx, func() error {
-		os.RemoveAll(l.Inbox())
+		if err := emptyDir(l.Inbox()); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot clear inbox/ for the clone")
+		}
 		return clone(ctx, t.Repository, l.Inbox(), proxy)
 	}, TransientGitError)
 	if err != nil {
@@ -95,7 +99,9 @@ func StageThrough(ctx context.Context, l Layout, t *manifest.Task, manifestYAML 
 // saveBase fetches the staged commit from the inbox (still runner-owned:
 // no agent has run) into base.git and records it as refs/heads/base.
 func saveBase(ctx context.Context, l Layout, exclude string) error {
-	os.RemoveAll(l.Base())
+	if err := os.RemoveAll(l.Base()); err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot clear base.git")
+	}
 	if _, err := git(ctx, "", "init", "--quiet", "--bare", l.Base()); err != nil {
 		return err
 	}
@@ -168,6 +174,24 @@ func gitEnv(ctx context.Context, dir string, env []string, args ...string) ([]by
 	return out.Bytes(), nil
 }
 
+// emptyDir removes what dir holds, not dir itself: inbox/ may be the
+// vm.disk mount point, which git clones into as it is.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func appendExclude(gitDir, pattern string) error {
 	p := filepath.Join(gitDir, "info", "exclude")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -177,7 +201,6 @@ func appendExclude(gitDir, pattern string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	_, err = fmt.Fprintln(f, pattern)
-	return err
+	return errors.Join(err, f.Close())
 }
