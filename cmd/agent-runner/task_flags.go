@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -44,6 +45,7 @@ type taskDeps struct {
 	Egress             *egress.Operator
 	Roots              *workspaceroot.Roots
 	Observer           state.Observer
+	Logger             *slog.Logger // the lifecycle's (nil: discarded)
 }
 
 // store opens the task store under <store-dir>/tasks with the flags.
@@ -60,7 +62,7 @@ func (f *taskFlags) store(ctx context.Context, d taskDeps) (*taskstore.Store, er
 		return nil, err
 	}
 	return taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: f.allowHost, Egress: d.Egress, HangTimeout: f.hang, HeartbeatEvery: f.beat,
-		Observer: d.Observer, Secrets: secrets, Roots: d.Roots})
+		Observer: d.Observer, Secrets: secrets, Roots: d.Roots, Logger: d.Logger})
 }
 
 // taskBackend is the backend tasks run on: --task-backend, checked and
