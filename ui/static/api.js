@@ -146,6 +146,49 @@ export async function sse(path, onEvent, { signal, lastID } = {}) {
   }
 }
 
+// live keeps GET /v1/events (every job's status events and every task's
+// state changes) open until signal aborts, and is how the lists and the
+// overview stay current without polling. On each (re)connect the server's
+// first event is "ready": onReady runs then, and re-reads what the page
+// shows; onEvent(type, ev) gets the events that follow, in order, each
+// after onReady has finished (so none is lost between the read and the
+// stream, and none applies to a page being rebuilt). A dropped stream
+// is opened again with Last-Event-ID after a pause that grows to 10 s.
+// onError(err) shows a failure and onError(null) clears it; a token
+// without the read scope stops the loop (retrying cannot help).
+export async function live(signal, { onReady, onEvent, onError }) {
+  let lastID = 0;
+  let chain = Promise.resolve();
+  const queue = (f) => {
+    chain = chain.then(f).catch((e) => { if (!signal.aborted) onError(e); });
+  };
+  let pause = 500;
+  while (!signal.aborted) {
+    try {
+      await sse('/v1/events', (type, ev, id) => {
+        if (id) lastID = Number(id);
+        if (signal.aborted) return;
+        if (type === 'ready') {
+          pause = 500;
+          queue(async () => { onError(null); await onReady(); });
+        } else {
+          queue(() => onEvent(type, ev));
+        }
+      }, { signal, lastID });
+    } catch (e) {
+      if (signal.aborted) return;
+      onError(e);
+      if (e instanceof APIError && e.status === 403) return;
+    }
+    if (signal.aborted) return;
+    await new Promise((resolve) => {
+      const t = setTimeout(resolve, pause);
+      signal.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+    });
+    pause = Math.min(pause * 2, 10000);
+  }
+}
+
 // ndjson reads newline-delimited JSON (the task stream relay).
 export async function ndjson(path, onMessage, { signal } = {}) {
   const res = await request(path, { signal });

@@ -1,22 +1,24 @@
 // jobs.js: the jobs list and a job's page.
-import { getJSON, request, sse, download, scopes, APIError } from './api.js';
-import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, every, json, sleep, terminalStatuses } from './dom.js';
+import { getJSON, request, sse, live, download, scopes, APIError } from './api.js';
+import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, json, sleep, terminalStatuses } from './dom.js';
 
 const statuses = ['', 'queued', 'running', 'completed', 'failed', 'canceled', 'timed_out', 'policy_denied', 'setup_failed', 'backend_unavailable'];
 
-// Details that never change once known: the argv (request) and the
-// result of a finished job.
-const argvCache = new Map();
+// Details that never change once known: the request (argv, backend,
+// trace) and the result of a finished job.
+const requestCache = new Map();
 const resultCache = new Map();
 
-async function argvOf(id) {
-  if (!argvCache.has(id)) {
-    try {
-      const req = await getJSON(`/ui-api/jobs/${encodeURIComponent(id)}/request`);
-      argvCache.set(id, (req.command && req.command.argv || []).join(' '));
-    } catch (_) { argvCache.set(id, '—'); }
+async function requestOf(id) {
+  if (!requestCache.has(id)) {
+    requestCache.set(id, getJSON(`/ui-api/jobs/${encodeURIComponent(id)}/request`).catch(() => null));
   }
-  return argvCache.get(id);
+  return requestCache.get(id);
+}
+
+async function argvOf(id) {
+  const req = await requestOf(id);
+  return req ? (req.command && req.command.argv || []).join(' ') : '—';
 }
 
 async function resultOf(id) {
@@ -29,7 +31,11 @@ async function resultOf(id) {
 }
 
 // jobsList: GET /v1/jobs with status and trace filters and cursor paging,
-// refreshed every 2 s (the API has no stream of the whole list).
+// read when the list-wide stream (GET /v1/events) connects, then kept
+// current by its status events: a row changes status in place, leaves
+// when it no longer matches the status filter, and a job that comes to
+// match and falls within this page's ids is added where the API would
+// list it (ids in order, oldest first; the page keeps its size).
 export function jobsList(main, query, signal) {
   const status = query.get('status') || '';
   const traceFilter = query.get('trace') || '';
@@ -63,60 +69,105 @@ export function jobsList(main, query, signal) {
   main.append(h('h1', {}, 'Jobs'), form, err, h('div', { class: 'table-wrap' }, table), count, pager);
   if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
 
+  const limitN = Number(limit);
+  const [traceKey, traceValue] = traceFilter.includes('=') ? traceFilter.split('=', 2).map((v) => v.trim()) : ['', ''];
+  const params = new URLSearchParams({ limit });
+  if (status) params.set('status', status);
+  if (cursor) params.set('cursor', cursor);
+  if (traceKey) params.set('trace.' + traceKey, traceValue);
+
+  // The page as the API would list it now: rows in id order, and the
+  // cursor of the next page ('' on the last).
   const rows = new Map();
-  const rowFor = (j) => {
+  let ids = [];
+  let nextCursor = '';
+
+  const show = (j) => {
     let r = rows.get(j.job_id);
     if (!r) {
       const link = h('a', { href: '#/jobs/' + encodeURIComponent(j.job_id) }, j.job_id);
       r = { tr: h('tr', { 'data-job': j.job_id }), st: badge(j.status), backend: h('td', {}), argv: h('td', { class: 'mono ellipsis' }, '\u00a0'), dur: h('td', { class: 'num' }, '—'), upd: h('td', { class: 'num' }) };
       r.tr.append(h('td', { class: 'mono ellipsis' }, link), h('td', {}, r.st), r.backend, r.argv, r.dur, r.upd);
       rows.set(j.job_id, r);
+      argvOf(j.job_id).then((a) => { r.argv.textContent = a; r.argv.title = a; });
     }
     setBadge(r.st, j.status);
-    r.backend.textContent = j.backend || '—';
+    if (j.backend) r.backend.textContent = j.backend;
+    else if (!r.backend.textContent) r.backend.textContent = '—';
     r.upd.textContent = fmtTime(j.updated_at);
-    return r;
+    if (terminalStatuses.has(j.status)) {
+      resultOf(j.job_id).then((res) => { if (res) r.dur.textContent = fmtDuration(res.duration_ms); }).catch(() => {});
+    } else if (j.status === 'running') {
+      r.dur.textContent = 'running';
+    }
   };
 
-  const params = new URLSearchParams({ limit });
-  if (status) params.set('status', status);
-  if (cursor) params.set('cursor', cursor);
-  if (traceFilter.includes('=')) {
-    const [k, v] = traceFilter.split('=', 2);
-    params.set('trace.' + k.trim(), v.trim());
-  }
-  every(2000, signal, async () => {
+  const draw = () => {
+    ids.forEach((id, i) => {
+      const tr = rows.get(id).tr;
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+    for (const [id, r] of rows) if (!ids.includes(id)) { r.tr.remove(); rows.delete(id); }
+    count.textContent = ids.length ? `${ids.length} job${ids.length === 1 ? '' : 's'} on this page` : 'No jobs match.';
+    pager.replaceChildren(
+      cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: prev[prev.length - 1] || '', prev: prev.slice(0, -1).join(',') }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
+      nextCursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: nextCursor, prev: [...prev, cursor].join(',') }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
+  };
+
+  // load is the full read, on every (re)connect of the stream.
+  const load = async () => {
     let page;
     try {
       page = await getJSON('/v1/jobs?' + params, { signal });
       err.replaceChildren();
     } catch (e) {
-      if (e instanceof APIError && e.status === 403) { err.replaceChildren(forbidden('read')); return; }
-      err.replaceChildren(errorBox(e));
+      if (signal.aborted) return;
+      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
       return;
     }
     const list = page.jobs || [];
-    const keep = new Set(list.map((j) => j.job_id));
-    for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
-    list.forEach((j, i) => {
-      const r = rowFor(j);
-      if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
-    });
-    count.textContent = list.length ? `${list.length} job${list.length === 1 ? '' : 's'} on this page` : 'No jobs match.';
-    pager.replaceChildren(
-      cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: prev[prev.length - 1] || '', prev: prev.slice(0, -1).join(',') }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
-      page.next_cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: page.next_cursor, prev: [...prev, cursor].join(',') }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
-    await Promise.all(list.map(async (j) => {
-      const r = rows.get(j.job_id);
-      r.argv.textContent = await argvOf(j.job_id);
-      r.argv.title = r.argv.textContent;
-      if (terminalStatuses.has(j.status)) {
-        const res = await resultOf(j.job_id).catch(() => null);
-        if (res) r.dur.textContent = fmtDuration(res.duration_ms);
-      } else if (j.status === 'running') {
-        r.dur.textContent = 'running';
-      }
-    }));
+    list.forEach(show);
+    ids = list.map((j) => j.job_id);
+    nextCursor = page.next_cursor || '';
+    draw();
+  };
+
+  // onStatus applies one status event to the page.
+  const onStatus = async (ev) => {
+    const id = ev.job_id;
+    const matches = !status || ev.status === status;
+    if (rows.has(id)) {
+      if (matches) show({ job_id: id, status: ev.status, updated_at: ev.time });
+      else ids = ids.filter((x) => x !== id);
+      draw();
+      return;
+    }
+    // Not on the page: does the API list it here now?
+    if (!matches || (cursor && id <= cursor) || (nextCursor && id > ids[ids.length - 1])) return;
+    const req = await requestOf(id);
+    if (traceKey && !(req && req.trace && String(req.trace[traceKey]) === traceValue)) return;
+    if (rows.has(id) || signal.aborted) return;
+    if (ids.length >= limitN && id > ids[ids.length - 1]) {
+      nextCursor = ids[ids.length - 1]; // it opens the next page
+      draw();
+      return;
+    }
+    show({ job_id: id, status: ev.status, backend: req && req.backend && req.backend.kind, updated_at: ev.time });
+    ids = [...ids, id].sort();
+    if (ids.length > limitN) {
+      ids = ids.slice(0, limitN);
+      nextCursor = ids[ids.length - 1];
+    }
+    draw();
+  };
+
+  live(signal, {
+    onReady: load,
+    onEvent: (type, ev) => (type === 'status' && ev.job_id ? onStatus(ev) : null),
+    onError: (e) => {
+      if (!e) { err.replaceChildren(); return; }
+      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+    },
   });
 }
 

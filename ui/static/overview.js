@@ -1,7 +1,9 @@
 // overview.js: queue depth, running jobs and tasks, job outcomes
-// (from /metrics) and server health (/health), refreshed every 5 s.
-import { request, scopes, APIError } from './api.js';
-import { h, kv, section, errorBox, forbidden, every } from './dom.js';
+// (from /metrics) and server health (/health), read again when the
+// list-wide stream (GET /v1/events) connects and when a job or task
+// changes state.
+import { request, live, scopes, APIError } from './api.js';
+import { h, kv, section, errorBox, forbidden } from './dom.js';
 
 // parseMetrics reads the Prometheus text format into name -> [{labels, value}].
 export function parseMetrics(text) {
@@ -39,13 +41,14 @@ export function overview(main, _query, signal) {
     section('Job outcomes since start', outcomes),
     h('p', { class: 'muted' }, 'Workers: this server runs its own (serve --workers); remote workers report no health of their own to the API.'));
 
-  every(5000, signal, async () => {
+  const read = async () => {
     try {
       const r = await fetch('/health', { cache: 'no-store', signal });
       const ok = r.ok && (await r.json()).status === 'ok';
       health.className = 'badge ' + (ok ? 's-completed' : 's-failed');
       health.textContent = ok ? 'ok' : 'unhealthy (' + r.status + ')';
     } catch (_) {
+      if (signal.aborted) return;
       health.className = 'badge s-failed';
       health.textContent = 'unreachable';
     }
@@ -55,6 +58,7 @@ export function overview(main, _query, signal) {
       ms = parseMetrics(await (await request('/metrics', { signal })).text());
       err.replaceChildren();
     } catch (e) {
+      if (signal.aborted) return;
       err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
       return;
     }
@@ -71,6 +75,35 @@ export function overview(main, _query, signal) {
     for (const s of ms.get('agent_runner_jobs_total') || []) byStatus[s.labels.status] = (byStatus[s.labels.status] || 0) + s.value;
     const pairs = Object.entries(byStatus).sort();
     outcomes.replaceChildren(pairs.length ? kv(pairs.map(([k, v]) => [k, String(v)])) : h('p', { class: 'muted' }, 'No job has finished yet.'));
+  };
+
+  // A burst of events is one read at a time, plus one after it; and one
+  // more a second after the last event, because a worker frees the
+  // queue slot and counts the outcome just after it publishes a job's
+  // terminal status.
+  let busy = false, again = false, settle = null;
+  const refresh = async () => {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      do { again = false; await read(); } while (again && !signal.aborted);
+    } finally { busy = false; }
+  };
+  signal.addEventListener('abort', () => clearTimeout(settle), { once: true });
+
+  live(signal, {
+    onReady: refresh,
+    onEvent: () => {
+      refresh();
+      clearTimeout(settle);
+      settle = setTimeout(() => { if (!signal.aborted) refresh(); }, 1000);
+    },
+    onError: (e) => {
+      if (!e) return;
+      health.className = 'badge s-failed';
+      health.textContent = 'unreachable';
+      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+    },
   });
 }
 

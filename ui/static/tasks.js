@@ -1,14 +1,18 @@
 // tasks.js: the agent tasks list and a task's page.
-import { getJSON, request, ndjson, download, scopes, APIError } from './api.js';
-import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, every, sleep } from './dom.js';
+import { getJSON, request, ndjson, live, download, scopes, APIError } from './api.js';
+import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, sleep } from './dom.js';
 import { Terminal } from './term.js';
 import { renderDiff } from './diff.js';
 
 const states = ['', 'pending', 'staging', 'provisioning', 'ready', 'running', 'completing', 'completed', 'failed', 'failed_preserved', 'cancelled'];
 const terminal = new Set(['completed', 'failed', 'failed_preserved', 'cancelled']);
 
-// tasksList: GET /api/v1/tasks by state and label, offset paging,
-// refreshed every 2 s (the API has no stream of the whole list).
+// tasksList: GET /api/v1/tasks by state and label, offset paging, read
+// when the list-wide stream (GET /v1/events) connects, then kept current
+// by its task_state events: a row changes state in place (and its tool
+// calls are read again), leaves when it no longer matches the state tab,
+// and a task that comes to match is added where the API would list it
+// (newest first; the page keeps its size).
 export function tasksList(main, query, signal) {
   const state = query.get('state') || '';
   const label = query.get('label') || '';
@@ -34,42 +38,112 @@ export function tasksList(main, query, signal) {
   main.append(h('h1', {}, 'Tasks'), tabs, form, err, h('div', { class: 'table-wrap' }, table), count, pager);
   if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
 
-  const rows = new Map();
   const params = new URLSearchParams({ limit: String(limit), offset: String(offset) });
   if (state) params.set('state', state);
   if (label) params.set('label', label);
-  every(2000, signal, async () => {
+  const [labelKey, labelValue] = label.includes('=') ? [label.slice(0, label.indexOf('=')), label.slice(label.indexOf('=') + 1)] : ['', ''];
+
+  // The page as the API would list it now: tasks newest first (then by
+  // id), and the count of all that match.
+  const rows = new Map();
+  let list = [];
+  let total = 0;
+  const order = (a, b) => {
+    const ta = Date.parse(a.created_at), tb = Date.parse(b.created_at);
+    return ta === tb ? (a.task_id < b.task_id ? -1 : 1) : tb - ta;
+  };
+
+  const show = (t) => {
+    let r = rows.get(t.task_id);
+    if (!r) {
+      r = { tr: h('tr', { 'data-task': t.task_id }), st: badge(t.state), name: h('td', { class: 'ellipsis' }), labels: h('td', { class: 'ellipsis' }), tool: h('td', { class: 'ellipsis' }), created: h('td', { class: 'num' }) };
+      r.tr.append(h('td', { class: 'mono ellipsis' }, h('a', { href: '#/tasks/' + encodeURIComponent(t.task_id) }, t.task_id)), r.name, h('td', {}, r.st), r.labels, r.tool, r.created);
+      rows.set(t.task_id, r);
+    }
+    setBadge(r.st, t.state);
+    r.name.textContent = t.name || '—';
+    r.labels.textContent = Object.entries(t.labels || {}).map(([k, v]) => k + '=' + v).join(' ') || '—';
+    const p = t.heartbeat && t.heartbeat.progress;
+    r.tool.textContent = p ? `${p.tool_calls} call${p.tool_calls === 1 ? '' : 's'}${p.current_tool ? ' · ' + p.current_tool : ''}` : '—';
+    r.created.textContent = fmtTime(t.created_at);
+  };
+
+  const draw = () => {
+    const keep = new Set(list.map((t) => t.task_id));
+    for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
+    list.forEach((t, i) => {
+      const tr = rows.get(t.task_id).tr;
+      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    });
+    count.textContent = total ? `${offset + 1}–${offset + list.length} of ${total}` : 'No tasks match.';
+    pager.replaceChildren(
+      offset > 0 ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ state, label, offset: String(Math.max(0, offset - limit)) }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
+      offset + list.length < total ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ state, label, offset: String(offset + limit) }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
+  };
+
+  // load is the full read, on every (re)connect of the stream.
+  const load = async () => {
     let page;
     try {
       page = await getJSON('/api/v1/tasks?' + params, { signal });
       err.replaceChildren();
     } catch (e) {
+      if (signal.aborted) return;
       err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
       return;
     }
-    const list = page.tasks || [];
-    const keep = new Set(list.map((t) => t.task_id));
-    for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
-    list.forEach((t, i) => {
-      let r = rows.get(t.task_id);
-      if (!r) {
-        r = { tr: h('tr', { 'data-task': t.task_id }), st: badge(t.state), name: h('td', { class: 'ellipsis' }), labels: h('td', { class: 'ellipsis' }), tool: h('td', { class: 'ellipsis' }), created: h('td', { class: 'num' }) };
-        r.tr.append(h('td', { class: 'mono ellipsis' }, h('a', { href: '#/tasks/' + encodeURIComponent(t.task_id) }, t.task_id)), r.name, h('td', {}, r.st), r.labels, r.tool, r.created);
-        rows.set(t.task_id, r);
-      }
-      setBadge(r.st, t.state);
-      r.name.textContent = t.name || '—';
-      r.labels.textContent = Object.entries(t.labels || {}).map(([k, v]) => k + '=' + v).join(' ') || '—';
-      const p = t.heartbeat && t.heartbeat.progress;
-      r.tool.textContent = p ? `${p.tool_calls} call${p.tool_calls === 1 ? '' : 's'}${p.current_tool ? ' · ' + p.current_tool : ''}` : '—';
-      r.created.textContent = fmtTime(t.created_at);
-      if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
-    });
-    const total = page.total_count || 0;
-    count.textContent = total ? `${offset + 1}–${offset + list.length} of ${total}` : 'No tasks match.';
-    pager.replaceChildren(
-      offset > 0 ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ state, label, offset: String(Math.max(0, offset - limit)) }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
-      offset + list.length < total ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ state, label, offset: String(offset + limit) }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
+    list = page.tasks || [];
+    total = page.total_count || 0;
+    list.forEach(show);
+    draw();
+  };
+
+  // onState applies one task_state event to the page.
+  const onState = async (ev) => {
+    const id = ev.task_id;
+    const matches = !state || ev.state === state;
+    const i = list.findIndex((t) => t.task_id === id);
+    if (i >= 0 && !matches) {
+      list.splice(i, 1);
+      total = Math.max(0, total - 1);
+      draw();
+      return;
+    }
+    if (i < 0 && !matches) return;
+    // The task as it stands (name, labels, tool calls): one read of it,
+    // not of the list.
+    let t;
+    try {
+      t = await getJSON('/api/v1/tasks/' + encodeURIComponent(id), { signal });
+    } catch (_) { return; }
+    t = { ...t, state: ev.state };
+    if (i >= 0) {
+      const j = list.findIndex((x) => x.task_id === id);
+      if (j >= 0) list[j] = t;
+      show(t);
+      return;
+    }
+    if (list.some((x) => x.task_id === id)) return;
+    if (labelKey && !(t.labels && t.labels[labelKey] === labelValue)) return;
+    total++;
+    // Where the API lists it: on this page when it sorts after the
+    // page's first row (or this is the first page) and before its last
+    // (or the page has room).
+    const sorted = [...list, t].sort(order);
+    const at = sorted.indexOf(t);
+    if ((offset > 0 && at === 0) || (at === sorted.length - 1 && list.length >= limit)) { draw(); return; }
+    list = sorted.slice(0, limit);
+    show(t);
+    draw();
+  };
+
+  live(signal, {
+    onReady: load,
+    onEvent: (type, ev) => (type === 'task_state' && ev.task_id ? onState(ev) : null),
+    onError: (e) => {
+      if (!e) { err.replaceChildren(); return; }
+      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+    },
   });
 }
 

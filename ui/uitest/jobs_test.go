@@ -96,3 +96,39 @@ func TestCancelFromTheJobPage(t *testing.T) {
 	}
 	shot(t, ctx, "canceled")
 }
+
+// TestJobsListFollowsTheStreamWithoutPolling: once the jobs list has
+// loaded, a job submitted afterwards appears on it, running and then
+// completed, through the list-wide event stream alone: the page sends no
+// list request (GET /v1/jobs?...) after its first, over longer than the
+// 2 s the list was once re-read at.
+func TestJobsListFollowsTheStreamWithoutPolling(t *testing.T) {
+	ctx := newBrowser(t)
+	s := startServe(t, "")
+	requests := logRequests(ctx)
+	run(t, ctx, "open the jobs page", 20*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/jobs"),
+		waitJS(`document.querySelector(".count") && document.querySelector(".count").textContent.includes("No jobs")`))
+	loaded, start := requests.mark(), time.Now()
+	if got := requests.since(0, "GET /v1/events"); len(got) != 1 {
+		t.Fatalf("requests to the event stream when the page loaded = %q, want one", got)
+	}
+
+	id := s.submitJob(t, []string{"sh", "-c", "sleep 2; echo late"}, "", nil)
+	row := fmt.Sprintf(`tr[data-job=%q]`, id)
+	run(t, ctx, "the job appears running, then completed", 30*time.Second,
+		waitJS(fmt.Sprintf(`!!document.querySelector(%q)`, row+` .badge[data-status="running"]`)),
+		waitJS(fmt.Sprintf(`document.querySelector(%q).textContent.includes("sleep 2")`, row)),
+		waitJS(fmt.Sprintf(`!!document.querySelector(%q)`, row+` .badge[data-status="completed"]`)),
+		waitJS(fmt.Sprintf(`document.querySelector(%q).textContent.includes("ms") || document.querySelector(%q).textContent.includes(" s")`, row+" td:nth-child(5)", row+" td:nth-child(5)")))
+	if d := time.Since(start); d < 3*time.Second {
+		time.Sleep(3*time.Second - d)
+	}
+	if got := requests.since(loaded, "GET /v1/jobs?"); len(got) > 0 {
+		t.Errorf("list requests after the page loaded = %q, want none (the stream carries the changes)", got)
+	}
+	if got := requests.since(loaded, "GET /v1/events"); len(got) > 0 {
+		t.Errorf("the event stream was opened again = %q, want it kept open", got)
+	}
+	shot(t, ctx, "live-list")
+}

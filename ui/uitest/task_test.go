@@ -13,10 +13,12 @@ import (
 	"github.com/agent-runner/agent-runner/task/tasktest"
 )
 
-// TestTaskTerminalShowsLiveOutput: the task page's terminal shows the
-// agent's first line, in its ANSI colour, while the agent still runs (it
-// waits for a gate file the test creates only after seeing the line); then
-// the rest, the timeline to completed and the patch as a diff.
+// TestTaskTerminalShowsLiveOutput: the tasks list, open before the
+// submit, shows the task arrive and run from the event stream alone; the
+// task page's terminal shows the agent's first line, in its ANSI colour,
+// while the agent still runs (it waits for a gate file the test creates
+// only after seeing the line); then the rest, the timeline to completed
+// and the patch as a diff.
 func TestTaskTerminalShowsLiveOutput(t *testing.T) {
 	ctx := newBrowser(t)
 	s := startServe(t, "")
@@ -40,12 +42,26 @@ repository: {url: %q, branch: main}
 claude: {prompt: "edit a.txt"}
 agent: {command: ["/bin/sh", "agent.sh"]}
 `, repo)
+	// The tasks list, open before the submit, shows the task arrive and
+	// run from its state events, with no list request after loading.
+	requests := logRequests(ctx)
+	run(t, ctx, "open the tasks list", 20*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/tasks"),
+		waitJS(`document.querySelector(".count") && document.querySelector(".count").textContent.includes("No tasks")`))
+	loaded := requests.mark()
 	var acc map[string]any
 	if code := s.call(t, "POST", "/api/v1/tasks", "application/yaml", []byte(manifest), &acc); code != 202 {
 		t.Fatalf("task submit = %d %v", code, acc)
 	}
+	run(t, ctx, "the task appears running on the list", 60*time.Second,
+		waitJS(`!!document.querySelector('tr[data-task="ui-task"] .badge[data-status="running"]')`),
+		waitJS(`document.querySelector('tr[data-task="ui-task"]').textContent.includes("Live terminal")`),
+		waitJS(`document.querySelector(".count").textContent.includes("of 1")`))
+	if got := requests.since(loaded, "GET /api/v1/tasks?"); len(got) > 0 {
+		t.Errorf("task list requests after the list loaded = %q, want none (the stream carries the changes)", got)
+	}
 	run(t, ctx, "the terminal shows the first line", 60*time.Second,
-		chromedp.Navigate(s.url+"/ui/#/tasks/ui-task"),
+		chromedp.Click(`tr[data-task="ui-task"] a`, chromedp.ByQuery),
 		waitJS(`document.querySelector("#terminal").textContent.includes("first-line-green")`))
 	var st struct{ State string }
 	s.call(t, "GET", "/api/v1/tasks/ui-task", "", nil, &st)
