@@ -321,7 +321,7 @@ func TestManifestsOutsideTheRootsAreRefused(t *testing.T) {
 	}{
 		{"absolute read root outside", fs("[/etc]", "[]", "[]"), "validation.path_escape"},
 		{"relative read root climbing out", fs("[../]", "[]", "[]"), "validation.path_escape"},
-		{"write root outside", fs("[logs]", "[" + outside + "]", "[]"), "validation.path_escape"},
+		{"write root outside", fs("[logs]", "["+outside+"]", "[]"), "validation.path_escape"},
 		{"read root through a symlink", fs("[etc-link]", "[]", "[]"), "validation.path_escape"},
 		{"read root through a symlink inside the root", fs("[logs-link]", "[]", "[]"), "validation.path_escape"},
 		{"the run store", fs("[store/agent-runs]", "[]", "[]"), "validation.path_escape"},
@@ -384,7 +384,9 @@ func TestRunInProgressHoldsItsWriteRoot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := "name: n\ncapabilities:\n  tools: [list_logs]\n  filesystem:\n    read: " + tt.read + "\n    write: " + tt.write + "\n"
-			var body struct{ Error struct{ Code, Message string } }
+			var body struct {
+				Error struct{ Code, Message string }
+			}
 			code := e.call(t, "POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: m, Mode: ModeTask, TaskYAML: "steps: [{tool: list_logs, args: {directory: logs}}]"}, &body)
 			if code != tt.wantStatus {
 				t.Errorf("POST = %d %s (%s), want %d", code, body.Error.Code, body.Error.Message, tt.wantStatus)

@@ -65,6 +65,8 @@ type Config struct {
 // Service launches runs and reads their directories.
 type Service struct {
 	cfg Config
+	// ctx is serve's lifetime, the parent of every run: runs outlive the
+	// request that launched them (as http.Server.BaseContext does).
 	ctx context.Context
 	wg  sync.WaitGroup
 
