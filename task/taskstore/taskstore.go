@@ -99,7 +99,6 @@ func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	if err != nil {
 		return err
 	}
-	s.observe("", m.Current())
 	if t.ParentID != "" && ValidID(t.ParentID) {
 		if _, err := os.Stat(s.Dir(t.ParentID)); err == nil {
 			if err := s.indexChild(t.ParentID, t.Metadata.ID); err != nil {
@@ -112,6 +111,9 @@ func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
 	}
+	// Observed once complete: a reader that follows the state events
+	// (GET /v1/events) finds the task's name and labels.
+	s.observe("", m.Current())
 	return nil
 }
 
