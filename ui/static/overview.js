@@ -91,6 +91,8 @@ export function overview(main, _query, signal) {
   };
   signal.addEventListener('abort', () => clearTimeout(settle), { once: true });
 
+  // Without read only health is shown, and the stream would be refused.
+  if (!scopes.read) { read(); return; }
   live(signal, {
     onReady: refresh,
     onEvent: () => {
@@ -100,9 +102,14 @@ export function overview(main, _query, signal) {
     },
     onError: (e) => {
       if (!e) return;
+      if (e instanceof APIError) {
+        err.replaceChildren(e.status === 403 ? forbidden('read') : errorBox(e));
+        return;
+      }
+      // The server did not answer at all.
       health.className = 'badge s-failed';
       health.textContent = 'unreachable';
-      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+      err.replaceChildren(errorBox(e));
     },
   });
 }
