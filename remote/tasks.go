@@ -16,6 +16,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/state"
 )
 
@@ -152,8 +153,18 @@ type taskSide struct {
 // the record; a task already there, further along or terminal stays.
 func (t *taskSide) status(msg *nats.Msg) {
 	var ev queue.Event
-	if json.Unmarshal(msg.Data, &ev) != nil || ev.Type != queue.EventTaskState ||
-		!Tasks.ValidID(ev.TaskID) || msg.Subject != taskEventsPrefix+ev.TaskID {
+	if json.Unmarshal(msg.Data, &ev) != nil || !Tasks.ValidID(ev.TaskID) || msg.Subject != taskEventsPrefix+ev.TaskID {
+		return
+	}
+	switch ev.Type {
+	case queue.EventTaskStdout:
+		t.output(ev.TaskID, "stdout.log", ev.Data)
+		return
+	case queue.EventTaskStderr:
+		t.output(ev.TaskID, "stderr.log", ev.Data)
+		return
+	case queue.EventTaskState:
+	default:
 		return
 	}
 	to := state.State(ev.State)
@@ -181,6 +192,46 @@ func (t *taskSide) status(msg *nats.Msg) {
 		if m.Transition(state.All[i+1], "reported by the worker running the task", nil) != nil {
 			return
 		}
+	}
+}
+
+// output appends a live chunk of a task's output to its progress log on
+// this node, where the task stream reads it, while the task is active
+// here and the log is under the agent's cap; the record replaces the log
+// with the worker's whole one when the task ends. A task staged in this
+// directory (a worker sharing the store) writes its log itself.
+func (t *taskSide) output(id, name string, p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	root, err := os.OpenRoot(t.dir(id))
+	if err != nil {
+		return // a task this node never recorded
+	}
+	defer root.Close()
+	if _, err := root.Stat("inbox"); err == nil {
+		return // staged here: the worker shares this store and writes the log itself
+	}
+	m, err := state.Open(t.dir(id))
+	if err != nil || m.Current().State.Terminal() {
+		return
+	}
+	f, err := root.OpenFile(filepath.Join("outbox", "progress", name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size()+int64(len(p)) > agentrun.DefaultMaxLogBytes {
+		return
+	}
+	_, _ = f.Write(p) // a lost live chunk: the record brings the whole log
+}
+
+// TaskOutput is the worker's lifecycle Output hook: each chunk of a
+// task's scrubbed output goes out on ar.taskevents.<id>, so the API node
+// streams a task that runs here live.
+func TaskOutput(q *queue.Queue) func(taskID, stream string, p []byte) {
+	return func(taskID, stream string, p []byte) {
+		_ = q.PublishTaskOutput(taskID, stream, append([]byte(nil), p...)) // live view only; the record carries the logs
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,20 @@ func TestRemoteWorkerRunsATask(t *testing.T) {
 		st, err := c.GetTask(ctx, acc.TaskID)
 		return err == nil && st.State == "running" && st.StartedAt != nil
 	})
+	// The agent's output streams live to the API node's task stream
+	// while the task still runs there.
+	errSeen := errors.New("seen")
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	err = c.FollowTask(fctx, acc.TaskID, func(m client.TaskMessage) error {
+		if m.Type == "output" && m.Text == "from-agent" {
+			return errSeen
+		}
+		return nil
+	})
+	fcancel()
+	if !errors.Is(err, errSeen) {
+		t.Fatalf("the API node's stream of the running task = %v; want the agent's live output", err)
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func init() {
 	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
 		metrics := taskmetrics.New(d.Metrics)
 		s, err := f.store(ctx, taskDeps{StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend, UnsafeLocalProcess: d.UnsafeLocalProcess,
-			Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: taskStateEvents(d.Jobs.Queue(), d.Logger, metrics.Observe)})
+			Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: taskStateEvents(d.Jobs.Queue(), d.Logger, metrics.Observe), Logger: d.Logger})
 		if err != nil {
 			return err
 		}

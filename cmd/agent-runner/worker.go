@@ -96,10 +96,12 @@ func init() {
 			// lifecycle (staging, agent, collection) on this host; their
 			// state changes go out live, their record once terminal.
 			ts, err := tasks.store(ctx, taskDeps{StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind, UnsafeLocalProcess: unsafeLocal,
-				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil)})
+				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil), Logger: log})
 			if err != nil {
 				return err
 			}
+			// Their output goes out live too, so the API node streams it.
+			ts.Lifecycle.Output = remote.TaskOutput(q)
 			ts.Queue, ts.SharedQueue = q, true
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
 			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)

@@ -55,7 +55,12 @@ type Config struct {
 	Roots *workspaceroot.Roots
 	// CloneBackoff is the git retry policy (default stage.CloneBackoff).
 	CloneBackoff *stage.Backoff
-	Output       func(stream string, p []byte)
+	// Output, when set, receives the agent's scrubbed output of every
+	// task run with this Config, as it is written to the progress logs,
+	// with the task's id ("stdout" or "stderr"; one call at a time per
+	// task): a worker sends it to the API node of a task it runs for
+	// another host.
+	Output func(taskID, stream string, p []byte)
 	// HeartbeatEvery is the agent heartbeat interval (default 30 s).
 	HeartbeatEvery time.Duration
 	// Observer hears every transition (metrics); may be nil.
@@ -244,7 +249,7 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: cfg.Output, HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
+	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
 	stopNetwork()
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
@@ -505,4 +510,12 @@ func copyArtifactAs(ctx context.Context, root *safecopy.Root, name, dstDir, pref
 	}
 	b.Take(c.Size)
 	return stage.Artifact{Name: prefix + name, SizeBytes: c.Size, SHA256: c.SHA256}, nil
+}
+
+// taskOutput binds an Output hook to one task (nil stays nil).
+func taskOutput(out func(taskID, stream string, p []byte), id string) func(stream string, p []byte) {
+	if out == nil {
+		return nil
+	}
+	return func(stream string, p []byte) { out(id, stream, p) }
 }
