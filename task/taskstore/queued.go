@@ -127,5 +127,7 @@ func (s *Store) requeue(id string, t *manifest.Task, doc []byte) error {
 // queue): nothing half-accepted stays behind. A child's id stays in its
 // parent's children list; Children skips ids without a record.
 func (s *Store) removeRecord(id string) {
-	_ = os.RemoveAll(s.Dir(id))
+	if err := os.RemoveAll(s.Dir(id)); err != nil {
+		s.log().Warn("cannot remove the record of a task the queue refused", "task_id", id, "error", err)
+	}
 }

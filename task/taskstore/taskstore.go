@@ -8,6 +8,7 @@ package taskstore
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -158,11 +159,11 @@ func (s *Store) Cancel(id string) error {
 	delete(s.waiting, id)
 	s.mu.Unlock()
 	for _, q := range waiting {
-		_ = s.Cancel(q.t.Metadata.ID)
+		s.cancelChild(id, q.t.Metadata.ID)
 	}
 	for _, c := range s.Children(id) {
 		if !c.State.Terminal() {
-			_ = s.Cancel(c.TaskID)
+			s.cancelChild(id, c.TaskID)
 		}
 	}
 	if cancel != nil {
@@ -190,14 +191,42 @@ func (s *Store) Cancel(id string) error {
 		defer stop()
 		// Out of the queue first, so no worker takes it; one that already
 		// did finds it cancelled, or hears the cancel.
-		_ = s.Queue.RemoveTask(ctx, id)
-		defer s.Queue.CancelTask(id)
+		if err := s.Queue.RemoveTask(ctx, id); err != nil {
+			s.log().Warn("cannot remove a cancelled task's message; a worker that takes it finds it cancelled", "task_id", id, "error", err)
+		}
+		defer func() {
+			if err := s.Queue.CancelTask(id); err != nil {
+				s.log().Warn("cannot send a task's cancel to the workers", "task_id", id, "error", err)
+			}
+		}()
 	}
 	if err := m.Transition(state.Cancelled, "cancelled while not running in this process", job.Errorf(job.CodeRunCanceled, "task was cancelled")); err != nil {
 		return err
 	}
 	s.observe(cur, m.Current())
 	return nil
+}
+
+// recoverTo ends a task Recover found it could not restart.
+func (s *Store) recoverTo(id string, m *state.Machine, reason string, jerr *job.Error) {
+	if err := m.Transition(state.Failed, reason, jerr); err != nil {
+		s.log().Error("recovery cannot end a task", "task_id", id, "error", err)
+	}
+}
+
+// cancelChild cancels a child of a task being cancelled.
+func (s *Store) cancelChild(parentID, id string) {
+	if err := s.Cancel(id); err != nil {
+		s.log().Warn("cannot cancel the child of a cancelled task", "task_id", id, "parent_id", parentID, "error", err)
+	}
+}
+
+// log is the lifecycle's logger (serve's and worker's), or none.
+func (s *Store) log() *slog.Logger {
+	if s.Lifecycle.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Lifecycle.Logger.With("component", "taskstore")
 }
 
 func (s *Store) observe(from state.State, rec state.Record) {
@@ -220,7 +249,9 @@ func (s *Store) Recover() ([]string, error) {
 		dir := s.Dir(id)
 		cur := m.Current().State
 		// A size-limited workspace comes back after a host reboot.
-		_ = stage.Remount(context.Background(), stage.Layout{Dir: dir})
+		if err := stage.Remount(context.Background(), stage.Layout{Dir: dir}); err != nil {
+			s.log().Warn("cannot mount a task's size-limited workspace again", "task_id", id, "error", err)
+		}
 		switch {
 		case cur.Terminal():
 			return
@@ -234,10 +265,10 @@ func (s *Store) Recover() ([]string, error) {
 			t, perr := manifest.Parse(b)
 			switch {
 			case err != nil || perr != nil:
-				_ = m.Transition(state.Failed, "manifest lost before staging", job.Errorf(job.CodeRunInterrupted, "task could not be restarted"))
+				s.recoverTo(id, m, "manifest lost before staging", job.Errorf(job.CodeRunInterrupted, "task could not be restarted"))
 			case s.Queue != nil:
 				if err := s.requeue(id, t, b); err != nil {
-					_ = m.Transition(state.Failed, "could not be queued again after a restart", job.AsError(err))
+					s.recoverTo(id, m, "could not be queued again after a restart", job.AsError(err))
 				}
 			case t.ParentID != "":
 				// A waiting child waits again for a max_concurrent slot.
@@ -247,7 +278,7 @@ func (s *Store) Recover() ([]string, error) {
 				s.start(t, b)
 			}
 		default:
-			_ = m.Transition(state.Failed, "interrupted by a runner restart during "+string(cur),
+			s.recoverTo(id, m, "interrupted by a runner restart during "+string(cur),
 				job.Errorf(job.CodeRunInterrupted, "the runner restarted while the task was %s", cur).With("stage", string(cur)))
 		}
 		// Counted as new in this process: its earlier states were counted
@@ -276,10 +307,14 @@ func (s *Store) Retain(now time.Time) []string {
 			return
 		}
 		if age > 0 && now.Sub(rec.LastCheckpoint) > age {
-			stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(id)})
-			if os.RemoveAll(s.Dir(id)) == nil {
-				removed = append(removed, id)
+			if err := stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(id)}); err != nil {
+				s.log().Warn("retention: cannot remove a task's workspace", "task_id", id, "error", err)
 			}
+			if err := os.RemoveAll(s.Dir(id)); err != nil {
+				s.log().Warn("retention: cannot remove a task", "task_id", id, "error", err)
+				return
+			}
+			removed = append(removed, id)
 		}
 	})
 	return removed
