@@ -40,16 +40,35 @@ func (q *Queue) LastEventSeq(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// AllEvents streams the events of every job and task with sequence
-// greater than after (all the stream holds when 0), in stream order, until
-// ctx ends; the channel is then closed. With types, only events of those
-// types are delivered (EventStatus and EventTaskState for a list of
-// everything's state; output chunks of every job are many). Sequences
-// skip the events left out.
+// PublishAgentRunEvent sends a capability run's progress (ev.Type is set
+// to EventAgentRun) on ar.agentevents.<run_id>, without waiting for the
+// stream's ack: it feeds live viewers; the run's directory is the truth.
+func (q *Queue) PublishAgentRunEvent(ev Event) error {
+	if ev.RunID == "" {
+		return job.Errorf(job.CodeInvalidRequest, "an agent run event needs a run id")
+	}
+	ev.Type = EventAgentRun
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = q.js.PublishAsync(agentEventsPrefix+ev.RunID, b)
+	return err
+}
+
+// AllEvents streams the events of every job, task and capability run with
+// sequence greater than after (all the stream holds when 0), in stream
+// order, until ctx ends; the channel is then closed. With types, only
+// events of those types are delivered (EventStatus, EventTaskState and
+// EventAgentRun for lists of everything's state; output chunks of every
+// job are many). Sequences skip the events left out.
 func (q *Queue) AllEvents(ctx context.Context, after uint64, types ...string) (<-chan Sequenced, error) {
 	keep := func(Event) bool { return true }
 	if len(types) > 0 {
 		keep = func(ev Event) bool { return slices.Contains(types, ev.Type) }
 	}
-	return q.follow(ctx, []string{eventsPrefix + ">", taskEventsPrefix + ">"}, after, keep)
+	return q.follow(ctx, []string{eventsPrefix + ">", taskEventsPrefix + ">", agentEventsPrefix + ">"}, after, keep)
 }

@@ -116,3 +116,51 @@ func TestAllEventsFollowsEveryJobAndTask(t *testing.T) {
 		t.Errorf("PublishTaskEvent without a task id = %v, want %s", err, job.CodeInvalidRequest)
 	}
 }
+
+// TestAgentRunEventsOnTheEventsStream: a capability run's progress goes
+// to the events stream with its fields, AllEvents delivers it beside jobs'
+// and tasks' events, and an event without a run id is refused.
+func TestAgentRunEventsOnTheEventsStream(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q := open(t, queue.Config{})
+	last, err := q.LastEventSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := q.AllEvents(ctx, last, queue.EventStatus, queue.EventTaskState, queue.EventAgentRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := false
+	for _, ev := range []queue.Event{
+		{RunID: "run_a", Status: "running"},
+		{RunID: "run_a", Status: "running", Calls: 1, Denied: 1, Tool: "read_log", Allowed: &denied},
+		{Type: queue.EventStatus, JobID: "job_a", Status: job.StatusQueued},
+	} {
+		if ev.RunID != "" {
+			err = q.PublishAgentRunEvent(ev)
+		} else {
+			err = q.Publish(ev)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	q.Flush(ctx)
+	got := readN(t, ctx, ch, 3)
+	for i := range got {
+		got[i].Seq, got[i].Time = 0, time.Time{}
+	}
+	want := []queue.Sequenced{
+		{Event: queue.Event{Type: queue.EventAgentRun, RunID: "run_a", Status: "running"}},
+		{Event: queue.Event{Type: queue.EventAgentRun, RunID: "run_a", Status: "running", Calls: 1, Denied: 1, Tool: "read_log", Allowed: &denied}},
+		{Event: queue.Event{Type: queue.EventStatus, JobID: "job_a", Status: job.StatusQueued}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("AllEvents (-want +got):\n%s", diff)
+	}
+	if err := q.PublishAgentRunEvent(queue.Event{Status: "running"}); job.CodeOf(err) != job.CodeInvalidRequest {
+		t.Errorf("PublishAgentRunEvent without a run id = %v, want %s", err, job.CodeInvalidRequest)
+	}
+}

@@ -24,9 +24,14 @@ const (
 	// EventTaskState is an agent task's state change (TaskID, State), on
 	// ar.taskevents.<task_id>.
 	EventTaskState = "task_state"
+	// EventAgentRun is a capability run's progress (RunID, Status, Calls,
+	// Denied; Tool and Allowed after a tool call), on
+	// ar.agentevents.<run_id>.
+	EventAgentRun = "agent_run"
 )
 
-// Event is one live job event, or an agent task's state change.
+// Event is one live job event, an agent task's state change, or a
+// capability run's progress.
 type Event struct {
 	Type   string     `json:"type"`
 	JobID  string     `json:"job_id,omitempty"`
@@ -40,6 +45,17 @@ type Event struct {
 	// package task/state names it).
 	TaskID string `json:"task_id,omitempty"`
 	State  string `json:"state,omitempty"`
+	// RunID, Calls (the tool calls used so far; after a call, its number)
+	// and Denied (the calls denied so far) are set on EventAgentRun;
+	// Status is then the run's status as package agentapi names it
+	// (running, finished, interrupted). Tool and Allowed name the call an
+	// event follows; ExitReason says how a finished run ended.
+	RunID      string `json:"run_id,omitempty"`
+	Calls      int64  `json:"calls,omitempty"`
+	Denied     int    `json:"denied,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Allowed    *bool  `json:"allowed,omitempty"`
+	ExitReason string `json:"exit_reason,omitempty"`
 }
 
 // Sequenced is an event with its stream sequence, usable as an SSE id.

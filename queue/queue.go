@@ -13,8 +13,9 @@
 //   - Status changes and output chunks go to a memory events stream
 //     (subject ar.events.<job_id>), whose sequence numbers are the SSE event
 //     ids, so a client can resume with Last-Event-ID. Agent tasks' state
-//     changes go to the same stream (subject ar.taskevents.<task_id>), so
-//     one consumer follows every job and task (AllEvents).
+//     changes go to the same stream (subject ar.taskevents.<task_id>), and
+//     so does capability runs' progress (ar.agentevents.<run_id>), so one
+//     consumer follows every job, task and run (AllEvents).
 //   - Cancellation is a core NATS message on ar.cancel that every worker
 //     process hears.
 package queue
@@ -47,8 +48,11 @@ const (
 	// taskEventsPrefix carries agent tasks' state changes, in the
 	// events stream beside jobs' events.
 	taskEventsPrefix = "ar.taskevents."
-	cancelSubject    = "ar.cancel"
-	consumerName     = "workers"
+	// agentEventsPrefix carries capability runs' progress, in the events
+	// stream too.
+	agentEventsPrefix = "ar.agentevents."
+	cancelSubject     = "ar.cancel"
+	consumerName      = "workers"
 	// taskConsumerName is the task workers' consumer: tasks run for
 	// minutes, so they have slots of their own and never hold up jobs.
 	taskConsumerName = "task-workers"
@@ -191,7 +195,7 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	}
 	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:     EventsStream,
-		Subjects: []string{eventsPrefix + ">", taskEventsPrefix + ">"},
+		Subjects: []string{eventsPrefix + ">", taskEventsPrefix + ">", agentEventsPrefix + ">"},
 		Storage:  jetstream.MemoryStorage,
 		MaxAge:   time.Hour,
 		MaxBytes: 256 << 20,
