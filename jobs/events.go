@@ -17,8 +17,9 @@ const EventReady = "ready"
 
 // Event is one live job event as every door sends it (SSE data line,
 // WebSocket message); FollowAll also sends agent tasks' state changes
-// (type queue.EventTaskState, TaskID and State set, JobID empty) and
-// EventReady.
+// (type queue.EventTaskState, TaskID and State set, JobID empty),
+// capability runs' progress (type queue.EventAgentRun, RunID set, JobID
+// empty) and EventReady.
 type Event struct {
 	// ID is the event's sequence in the events stream (0 for events
 	// replayed from the run record); a client resumes after it.
@@ -38,10 +39,20 @@ type Event struct {
 	// "task_state").
 	TaskID string `json:"task_id,omitempty"`
 	State  string `json:"state,omitempty"`
+	// RunID, Calls, Denied, Tool, Allowed and ExitReason are a capability
+	// run's progress (type "agent_run", Status the run's status): see
+	// queue.Event.
+	RunID      string `json:"run_id,omitempty"`
+	Calls      int64  `json:"calls,omitempty"`
+	Denied     int    `json:"denied,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Allowed    *bool  `json:"allowed,omitempty"`
+	ExitReason string `json:"exit_reason,omitempty"`
 }
 
 func toEvent(ev queue.Sequenced) Event {
-	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time, TaskID: ev.TaskID, State: ev.State}
+	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time, TaskID: ev.TaskID, State: ev.State,
+		RunID: ev.RunID, Calls: ev.Calls, Denied: ev.Denied, Tool: ev.Tool, Allowed: ev.Allowed, ExitReason: ev.ExitReason}
 	if ev.Type == queue.EventEgress {
 		out.Egress = json.RawMessage(ev.Data)
 		return out
@@ -125,9 +136,10 @@ func sendRecorded(res job.Result, send func(Event) error) error {
 	return send(Event{Type: queue.EventStatus, JobID: res.JobID, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
 }
 
-// FollowAll delivers every job's status events and every agent task's
-// state changes published after the stream sequence after (from now on
-// when 0) to send, until ctx ends or send fails: the live feed of lists.
+// FollowAll delivers every job's status events, every agent task's state
+// changes and every capability run's progress published after the stream
+// sequence after (from now on when 0) to send, until ctx ends or send
+// fails: the live feed of lists.
 // The first event is EventReady with the sequence it starts after as ID.
 // Output chunks and egress decisions stay on each job's own stream
 // (Follow). Events older than the events stream keeps are gone, so a
@@ -146,7 +158,7 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := q.AllEvents(ctx, after, queue.EventStatus, queue.EventTaskState)
+	events, err := q.AllEvents(ctx, after, queue.EventStatus, queue.EventTaskState, queue.EventAgentRun)
 	if err != nil {
 		return err
 	}

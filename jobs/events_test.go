@@ -122,3 +122,41 @@ func TestFollowAllSendsEveryStatusAndTaskState(t *testing.T) {
 		t.Errorf("after a sequence never reached, next event = %q, want the task event published after", describe(ev))
 	}
 }
+
+// TestFollowAllSendsAgentRunProgress: a capability run's progress reaches
+// FollowAll with its fields, and a job's output does not.
+func TestFollowAllSendsAgentRunProgress(t *testing.T) {
+	svc, _ := openPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := followAll(t, ctx, svc, 0)
+	if ready := nextEvent(t, events); ready.Type != jobs.EventReady {
+		t.Fatalf("first event = %+v, want ready", ready)
+	}
+	q := svc.Queue()
+	allowed := true
+	if err := q.Publish(queue.Event{Type: queue.EventStdout, JobID: "job_x", Data: []byte("left out")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []queue.Event{
+		{RunID: "run_followed", Status: "running", Calls: 2, Denied: 1, Tool: "list_logs", Allowed: &allowed},
+		{RunID: "run_followed", Status: "finished", Calls: 2, Denied: 1, ExitReason: "completed"},
+	} {
+		if err := q.PublishAgentRunEvent(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []jobs.Event
+	for len(got) < 2 {
+		ev := nextEvent(t, events)
+		ev.ID, ev.Time = 0, time.Time{}
+		got = append(got, ev)
+	}
+	want := []jobs.Event{
+		{Type: queue.EventAgentRun, RunID: "run_followed", Status: "running", Calls: 2, Denied: 1, Tool: "list_logs", Allowed: &allowed},
+		{Type: queue.EventAgentRun, RunID: "run_followed", Status: "finished", Calls: 2, Denied: 1, ExitReason: "completed"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("FollowAll agent_run events (-want +got):\n%s", diff)
+	}
+}
