@@ -39,4 +39,9 @@ type Options struct {
 	MountRoot string
 	// Attempt is recorded in the result (1 for a first run).
 	Attempt int
+	// Interrupted, when set and true as a run ends without completing,
+	// says the run was stopped to run again (a worker's shutdown): nothing
+	// terminal is recorded, status.json stays running, and the next
+	// attempt records the job.
+	Interrupted func() bool
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
@@ -75,5 +76,43 @@ func TestDuplicateExecuteWhileRunning(t *testing.T) {
 	stored, err := f.r.Store().ReadResult(req.JobID)
 	if err != nil || stored.Status != job.StatusCompleted {
 		t.Errorf("stored result = %s, %v; want the running job's completed result", stored.Status, err)
+	}
+}
+
+// TestInterruptedRunRecordsNothingTerminal: a run stopped to run again (a
+// worker's shutdown, Options.Interrupted) leaves no result.json at any
+// moment, and status.json running: readers never see it canceled.
+func TestInterruptedRunRecordsNothingTerminal(t *testing.T) {
+	f := newFixture(t, nil)
+	req := f.request([]string{"sleep", "30"}, "sleep")
+	req.JobID = "job_interrupted"
+	if err := f.r.Prepare(&req); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	var terminal []job.Status
+	res := f.r.Execute(ctx, req, runner.Options{Attempt: 1, Interrupted: func() bool { return true },
+		Status: func(_ string, s job.Status) {
+			if s.Terminal() {
+				terminal = append(terminal, s)
+			}
+		}})
+	if res.Status == job.StatusCompleted {
+		t.Fatalf("sleep 30 canceled after 0.5 s completed")
+	}
+	if _, err := f.r.Store().ReadResult(req.JobID); err == nil {
+		t.Error("an interrupted run wrote result.json")
+	}
+	if rec, err := f.r.Store().ReadStatus(req.JobID); err != nil || rec.Status != job.StatusRunning {
+		t.Errorf("status.json = %+v, %v; want running", rec, err)
+	}
+	if len(terminal) > 0 {
+		t.Errorf("terminal statuses reported: %v", terminal)
+	}
+	// The next attempt runs and records the job.
+	req.Command.Argv = []string{"sleep", "0"}
+	if again := f.r.Execute(context.Background(), req, runner.Options{Attempt: 2}); again.Status != job.StatusCompleted || again.Attempt != 2 {
+		t.Errorf("next attempt = %s %+v attempt %d, want completed attempt 2", again.Status, again.Error, again.Attempt)
 	}
 }

@@ -16,10 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -350,9 +347,10 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 			b, _ := json.Marshal(d)
 			_ = q.Publish(queue.Event{Type: queue.EventEgress, JobID: id, Data: b})
 		},
-		Stage:    stage,
-		ReadOnly: msg.Mounts.GetReadOnly(),
-		Writable: msg.Mounts.GetWritable(),
+		Stage:       stage,
+		Interrupted: shutdown,
+		ReadOnly:    msg.Mounts.GetReadOnly(),
+		Writable:    msg.Mounts.GetWritable(),
 	})
 	// A job that finished on its own as shutdown came keeps its result;
 	// any other ending then was the kill.
@@ -365,16 +363,12 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 	return res, ran
 }
 
-// reopen undoes the record of an attempt that shutdown killed: the
-// runner wrote it as canceled, but the job is not over. Without
-// result.json and with status.json saying running, the redelivery is
-// taken as the next attempt.
+// reopen leaves the record of an attempt that shutdown killed as the
+// next delivery expects it: the runner recorded nothing terminal
+// (Options.Interrupted), and status.json says running, so the
+// redelivery is taken as the next attempt.
 func (p *Pool) reopen(req job.Request, attempt int) error {
-	st := p.cfg.Runner.Store()
-	if err := os.Remove(filepath.Join(st.RunDir(req.JobID), store.ResultFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the result of a stopped attempt")
-	}
-	return st.WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusRunning, Attempt: attempt, Backend: req.Backend.Kind})
+	return p.cfg.Runner.Store().WriteStatus(store.StatusRecord{JobID: req.JobID, Status: job.StatusRunning, Attempt: attempt, Backend: req.Backend.Kind})
 }
 
 // recorded hands a job whose result is recorded to cfg.Recorded (see
