@@ -16,6 +16,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/plane"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 
@@ -29,6 +30,8 @@ type env struct {
 	url  string
 	root string // the workspace root
 	runs string // the agent runs directory
+	// events is the queue the service publishes runs' progress on.
+	events *queue.Queue
 }
 
 const logText = "INFO start\nERROR disk full\nINFO retry\nERROR disk still full\n"
@@ -63,7 +66,7 @@ func newEnv(t *testing.T) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	runs := filepath.Join(store, "agent-runs")
-	svc, err := New(ctx, Config{Dir: runs, Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots})
+	svc, err := New(ctx, Config{Dir: runs, Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots, Events: p.Jobs.Queue()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func newEnv(t *testing.T) *env {
 		p.Close()
 		r.Close()
 	})
-	return &env{svc: svc, url: srv.URL, root: root, runs: runs}
+	return &env{svc: svc, url: srv.URL, root: root, runs: runs, events: p.Jobs.Queue()}
 }
 
 // call sends a request and decodes the JSON answer into out.

@@ -23,6 +23,7 @@ import (
 	"github.com/agent-runner/agent-runner/agent/manifest"
 	"github.com/agent-runner/agent-runner/agent/model"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
@@ -59,7 +60,10 @@ type Config struct {
 	// MaxRunning is the most runs in progress at once (default
 	// DefaultMaxRunning); beyond it a launch is queue.full.
 	MaxRunning int
-	Logger     *slog.Logger
+	// Events, when set, carries each run's progress to live viewers
+	// (events.go): serve's queue.
+	Events *queue.Queue
+	Logger *slog.Logger
 }
 
 // Service launches runs and reads their directories.
@@ -113,7 +117,8 @@ type LaunchRequest struct {
 }
 
 // Launch checks req, opens the run (its directory, audit log and
-// run_start) and runs it in the background. A manifest that does not
+// run_start) and runs it in the background, its progress published
+// (events.go). A manifest that does not
 // compile, or whose paths lie outside the workspace roots, is refused
 // before anything is written.
 func (s *Service) Launch(req LaunchRequest) (Info, error) {
@@ -174,25 +179,31 @@ func (s *Service) Launch(req LaunchRequest) (Info, error) {
 			return Info{}, job.Wrap(job.CodeRunIOFailed, err, "copy task")
 		}
 	}
+	s.publish(queue.Event{RunID: id, Status: StatusRunning})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		defer s.done(sess.ID)
-		var err error
-		if task != nil {
-			_, err = sess.RunTask(s.ctx, task)
-		} else {
-			client := &model.Mock{}
-			if read := sess.Manifest.Capabilities.Filesystem.Read; len(read) > 0 {
-				client.Dir = read[0]
-			}
-			_, err = loop.Run(s.ctx, sess, loop.Config{Client: client, Message: req.Message})
-		}
+		sum, err := s.run(sess, task, req.Message)
+		s.done(sess.ID)
 		if err != nil {
 			s.cfg.Logger.Warn("agent run ended with an error", "run_id", sess.ID, "error", err)
 		}
+		s.publish(s.ended(sess.ID, sess.Dir, sum))
 	}()
 	return info, nil
+}
+
+// run walks task's steps, or (no task) runs the mock agent on message,
+// and finishes the session.
+func (s *Service) run(sess *launch.Session, task *launch.Task, message string) (launch.Summary, error) {
+	if task != nil {
+		return sess.RunTask(s.ctx, task)
+	}
+	client := &model.Mock{}
+	if read := sess.Manifest.Capabilities.Filesystem.Read; len(read) > 0 {
+		client.Dir = read[0]
+	}
+	return loop.Run(s.ctx, sess, loop.Config{Client: client, Message: message})
 }
 
 // open writes the manifest where launch.Open reads it and opens the
@@ -216,7 +227,7 @@ func (s *Service) open(id string, req LaunchRequest) (*launch.Session, error) {
 	}
 	return launch.Open(s.ctx, f.Name(), mode, launch.Options{
 		RunsDir: s.cfg.Dir, Cwd: s.base(), Jobs: s.cfg.Jobs, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
-		NewID: func() string { return id },
+		NewID: func() string { return id }, OnStep: s.onStep(id),
 	})
 }
 

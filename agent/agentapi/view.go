@@ -33,7 +33,8 @@ type Info struct {
 	Mode      string    `json:"mode"`
 	Agent     string    `json:"agent"`
 	StartedAt time.Time `json:"started_at"`
-	// The rest is known once the run finished.
+	// The counts are those so far while the run is in progress; the
+	// rest is known once it finished.
 	EndedAt       *time.Time `json:"ended_at,omitempty"`
 	ExitReason    string     `json:"exit_reason,omitempty"`
 	ToolCallsUsed int64      `json:"tool_calls_used"`

@@ -58,6 +58,9 @@ type Options struct {
 	Egress           *egress.Operator
 	AllowHostNetwork bool
 	Logger           *slog.Logger
+	// OnStep, when set, hears each tool call once it is recorded (its
+	// audit lines written), in the goroutine that made it.
+	OnStep func(StepRecord)
 	// Now and NewID are replaceable for golden tests.
 	Now   func() time.Time
 	NewID func() string
@@ -75,6 +78,7 @@ type Session struct {
 	Started  time.Time
 	now      func() time.Time
 	steps    []StepRecord
+	onStep   func(StepRecord)
 	plane    *lazyPlane // nil when Options.Jobs was given
 }
 
@@ -134,7 +138,7 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{ID: o.NewID(), Mode: mode, Manifest: m, Policy: p, now: o.Now, Started: o.Now().UTC()}
+	s := &Session{ID: o.NewID(), Mode: mode, Manifest: m, Policy: p, now: o.Now, Started: o.Now().UTC(), onStep: o.OnStep}
 	s.Dir = filepath.Join(o.RunsDir, s.ID)
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "create run directory").With("path", s.Dir)
@@ -188,6 +192,9 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (
 		rec.JobStatus = js.Status
 	}
 	s.steps = append(s.steps, rec)
+	if s.onStep != nil {
+		s.onStep(rec)
+	}
 	return out, err
 }
 
