@@ -36,9 +36,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// allEvents serves GET /v1/events: every job's status events and every
-// agent task's state changes as Server-Sent Events (jobs.FollowAll),
-// opened by a ready event; Last-Event-ID resumes.
+// allEvents serves GET /v1/events: every job's status events, every
+// agent task's state changes and every capability run's progress as
+// Server-Sent Events (jobs.FollowAll), opened by a ready event;
+// Last-Event-ID resumes.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 	lastID, err := lastEventID(r)
 	if err != nil {
