@@ -1,9 +1,11 @@
 // agentruns.js: capability runs (/v1/agent-runs): a form that launches a
 // scripted task or a mock-agent run from a manifest, the list of runs, and
 // a run's page with its compiled policy, its audit trail (denied calls
-// highlighted) and the verification of the audit log's hash chain.
-import { getJSON, request, APIError } from './api.js';
-import { h, badge, setBadge, fmtTime, kv, section, errorBox, forbidden, every, json, sleep } from './dom.js';
+// highlighted) and the verification of the audit log's hash chain. Both
+// follow GET /v1/events (live): its agent_run events say when a run
+// starts, makes a tool call and ends, so nothing is re-read on a timer.
+import { getJSON, request, live, APIError } from './api.js';
+import { h, badge, setBadge, fmtTime, kv, section, errorBox, forbidden, json } from './dom.js';
 
 const exampleManifest = `name: log-analyst
 capabilities:
@@ -40,7 +42,8 @@ function setRunBadge(el, status) {
   el.className = 'badge s-' + (runStatuses[status] || 'unknown');
 }
 
-// agentRunsList: the launch form and the runs, re-read every 2 s.
+// agentRunsList: the launch form and the runs, read when the stream opens
+// and kept current by its agent_run events.
 export function agentRunsList(main, query, signal) {
   const manifest = h('textarea', { id: 'ar-manifest', name: 'manifest', rows: '14', spellcheck: 'false', class: 'mono' });
   manifest.value = exampleManifest;
@@ -88,37 +91,79 @@ export function agentRunsList(main, query, signal) {
   const err = h('div', { class: 'err-slot' });
   main.append(h('h1', {}, 'Capability runs'), section('Launch a run', form), err, h('div', { class: 'table-wrap' }, table), count);
 
+  const showError = (e) => err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
   const rows = new Map();
-  every(2000, signal, async () => {
+  // show adds or updates run's row (not its place in the table).
+  const show = (run) => {
+    let r = rows.get(run.run_id);
+    if (!r) {
+      r = { tr: h('tr', { 'data-run': run.run_id }), st: runBadge(run.status), exit: h('td', {}), calls: h('td', { class: 'num' }) };
+      r.tr.append(h('td', { class: 'mono ellipsis' }, h('a', { href: '#/agent-runs/' + encodeURIComponent(run.run_id) }, run.run_id)),
+        h('td', {}, r.st), h('td', {}, run.mode), h('td', { class: 'ellipsis' }, run.agent), r.exit, r.calls, h('td', { class: 'num' }, fmtTime(run.started_at)));
+      rows.set(run.run_id, r);
+    }
+    setRunBadge(r.st, run.status);
+    r.exit.textContent = run.exit_reason || '—';
+    r.calls.textContent = `${run.tool_calls_used || 0} (${run.denied || 0})`;
+    return r;
+  };
+  const counted = () => {
+    count.textContent = rows.size ? `${rows.size} run${rows.size === 1 ? '' : 's'}` : 'No capability runs yet.';
+  };
+
+  // load is the full read, on every (re)connect of the stream.
+  const load = async () => {
     let page;
     try {
       page = await getJSON('/v1/agent-runs?limit=100', { signal });
       err.replaceChildren();
     } catch (e) {
-      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+      if (!signal.aborted) showError(e);
       return;
     }
     const list = page.runs || [];
     const keep = new Set(list.map((r) => r.run_id));
     for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
     list.forEach((run, i) => {
-      let r = rows.get(run.run_id);
-      if (!r) {
-        r = { tr: h('tr', { 'data-run': run.run_id }), st: runBadge(run.status), exit: h('td', {}), calls: h('td', { class: 'num' }) };
-        r.tr.append(h('td', { class: 'mono ellipsis' }, h('a', { href: '#/agent-runs/' + encodeURIComponent(run.run_id) }, run.run_id)),
-          h('td', {}, r.st), h('td', {}, run.mode), h('td', { class: 'ellipsis' }, run.agent), r.exit, r.calls, h('td', { class: 'num' }, fmtTime(run.started_at)));
-        rows.set(run.run_id, r);
-      }
-      setRunBadge(r.st, run.status);
-      r.exit.textContent = run.exit_reason || '—';
-      r.calls.textContent = run.status === 'finished' ? `${run.tool_calls_used} (${run.denied})` : '—';
+      const r = show(run);
       if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
     });
-    count.textContent = list.length ? `${list.length} run${list.length === 1 ? '' : 's'}` : 'No capability runs yet.';
+    counted();
+  };
+
+  // onRun applies one agent_run event: a run on the page changes in
+  // place; a new one (the newest) is read once and goes on top.
+  const onRun = async (ev) => {
+    if (rows.has(ev.run_id)) {
+      show({ run_id: ev.run_id, status: ev.status, exit_reason: ev.exit_reason, tool_calls_used: ev.calls, denied: ev.denied });
+      return;
+    }
+    let run;
+    try {
+      run = await getJSON('/v1/agent-runs/' + encodeURIComponent(ev.run_id), { signal });
+    } catch (e) {
+      if (!signal.aborted) showError(e);
+      return;
+    }
+    if (rows.has(run.run_id) || signal.aborted) return;
+    tbody.insertBefore(show(run).tr, tbody.firstChild);
+    while (rows.size > 100) {
+      const last = tbody.lastElementChild;
+      rows.delete(last.dataset.run);
+      last.remove();
+    }
+    counted();
+  };
+
+  live(signal, {
+    onReady: load,
+    onEvent: (type, ev) => (type === 'agent_run' && ev.run_id ? onRun(ev) : null),
+    onError: (e) => (e ? showError(e) : err.replaceChildren()),
   });
 }
 
-// agentRunPage: one run, re-read every second until it is no longer running.
+// agentRunPage: one run, read when the page opens and again on each of
+// its agent_run events, until it is no longer running.
 export async function agentRunPage(main, id, signal) {
   const enc = encodeURIComponent(id);
   const st = runBadge('running');
@@ -141,19 +186,22 @@ export async function agentRunPage(main, id, signal) {
     section('Audit trail', h('p', { class: 'muted' }, 'Denied calls are marked and highlighted.'), h('div', { class: 'table-wrap' }, trail)),
     section('Compiled policy', policy));
 
+  const showError = (e) => err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
+  // follow ends with the page, or once the run can no longer change.
+  const follow = new AbortController();
+  signal.addEventListener('abort', () => follow.abort(), { once: true });
   let shownPolicy = false;
   let seen = 0;
-  for (;;) {
+  // read re-reads the run and its audit trail, appending the new events.
+  const read = async () => {
     let run, audit;
     try {
       run = await getJSON(`/v1/agent-runs/${enc}`, { signal });
       audit = await getJSON(`/v1/agent-runs/${enc}/audit`, { signal });
       err.replaceChildren();
     } catch (e) {
-      if (signal.aborted) return;
-      err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
-      await sleep(2000, signal);
-      continue;
+      if (!signal.aborted) showError(e);
+      return;
     }
     setRunBadge(st, run.status);
     facts.replaceChildren(summaryOf(run));
@@ -164,10 +212,13 @@ export async function agentRunPage(main, id, signal) {
     showChain(chain, audit);
     const events = audit.events || [];
     for (; seen < events.length; seen++) tbody.append(eventRow(events[seen]));
-    if (run.status !== 'running' || signal.aborted) return;
-    await sleep(1000, signal);
-    if (signal.aborted) return;
-  }
+    if (run.status !== 'running') follow.abort();
+  };
+  live(follow.signal, {
+    onReady: read,
+    onEvent: (type, ev) => (type === 'agent_run' && ev.run_id === id ? read() : null),
+    onError: (e) => (e ? showError(e) : null),
+  });
 }
 
 function summaryOf(run) {
@@ -179,7 +230,8 @@ function summaryOf(run) {
     ['Started', fmtTime(run.started_at)],
     ['Ended', fmtTime(run.ended_at)],
     ['Exit reason', run.exit_reason || '—'],
-    ['Tool calls', run.status === 'finished' ? `${run.tool_calls_used} of ${s.max_tool_calls} (allowed ${run.allowed}, denied ${run.denied}, failed ${run.failed})` : '—'],
+    ['Tool calls', run.status === 'finished' ? `${run.tool_calls_used} of ${s.max_tool_calls} (allowed ${run.allowed}, denied ${run.denied}, failed ${run.failed})`
+      : run.status === 'running' ? `${run.tool_calls_used} so far (allowed ${run.allowed}, denied ${run.denied}, failed ${run.failed})` : '—'],
   ]), s.final_answer ? [h('h3', {}, 'Final answer'), h('pre', { class: 'answer', id: 'ar-answer' }, s.final_answer)] : null);
 }
 
