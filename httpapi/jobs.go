@@ -141,6 +141,16 @@ func (s *Server) artifacts(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "artifacts": list})
 }
 
+// egress serves the job's recorded egress decisions (jobs.Egress).
+func (s *Server) egress(w http.ResponseWriter, r *http.Request) {
+	log, err := s.jobs.Egress(r.PathValue("job_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, log)
+}
+
 // download serves one recorded artifact, with its SHA-256 in
 // X-Content-SHA256 and Digest.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {

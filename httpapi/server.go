@@ -169,6 +169,7 @@ func (s *Server) table() []route {
 		{"DELETE", "/v1/jobs/{job_id}", ScopeCancel, false, s.cancel},
 		{"GET", "/v1/jobs/{job_id}/artifacts", ScopeRead, false, s.artifacts},
 		{"GET", "/v1/jobs/{job_id}/artifacts/{path...}", ScopeRead, true, s.download},
+		{"GET", "/v1/jobs/{job_id}/egress", ScopeRead, false, s.egress},
 		{"GET", "/v1/jobs/{job_id}/events", ScopeRead, true, s.events},
 		{"GET", "/v1/jobs/{job_id}/ws", ScopeRead, true, s.websocket},
 		{"GET", "/v1/events", ScopeRead, true, s.allEvents},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/client"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
@@ -221,7 +222,7 @@ func TestValidationAndErrors(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/v1/jobs/job_nope", "/v1/jobs/job_nope/artifacts", "/v1/jobs/job_nope/artifacts/x", "/v1/jobs/job_nope/events"} {
+	for _, path := range []string{"/v1/jobs/job_nope", "/v1/jobs/job_nope/artifacts", "/v1/jobs/job_nope/artifacts/x", "/v1/jobs/job_nope/events", "/v1/jobs/job_nope/egress"} {
 		if code, body, _ := get(t, e.url+path); code != 404 || errCode(body) != job.CodeJobNotFound {
 			t.Errorf("GET %s = %d %s, want 404", path, code, body)
 		}
@@ -260,6 +261,36 @@ func TestArtifacts(t *testing.T) {
 		if code, _, _ := get(t, e.url+"/v1/jobs/"+id+"/artifacts/"+p); code != 404 {
 			t.Errorf("download %q = %d, want 404", p, code)
 		}
+	}
+}
+
+// TestEgressRoute: GET /v1/jobs/{id}/egress answers the decisions in the
+// job's run record, and an empty list for a job that made no connection.
+func TestEgressRoute(t *testing.T) {
+	e := newEnv(t, opts{})
+	id := e.submit(e.request([]string{"true"}, "true"))
+	e.wait(id)
+	code, body, _ := get(t, e.url+"/v1/jobs/"+id+"/egress")
+	var compact bytes.Buffer
+	json.Compact(&compact, body)
+	if got, want := compact.String(), `{"job_id":"`+id+`","decisions":[]}`; code != 200 || got != want {
+		t.Errorf("egress of a job without connections = %d %s, want 200 %s", code, got, want)
+	}
+	log := egress.NewAuditLog(filepath.Join(e.r.Store().RunDir(id), runner.EgressFile))
+	if err := log.Write(egress.Decision{Run: id, Host: "blocked.example", Port: 80, Mode: egress.ModeHTTP, Rule: egress.ReasonNotAllowed}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	code, body, _ = get(t, e.url+"/v1/jobs/"+id+"/egress")
+	var got struct {
+		JobID     string            `json:"job_id"`
+		Decisions []egress.Decision `json:"decisions"`
+	}
+	if err := json.Unmarshal(body, &got); code != 200 || err != nil {
+		t.Fatalf("egress = %d %s", code, body)
+	}
+	if len(got.Decisions) != 1 || got.Decisions[0].Host != "blocked.example" || got.Decisions[0].Allowed {
+		t.Errorf("egress decisions = %+v, want the one refusal of blocked.example", got.Decisions)
 	}
 }
 
