@@ -172,8 +172,8 @@ export function jobsList(main, query, signal) {
 }
 
 // jobPage: the job's request, policy decision, enforcement and usage,
-// live output and egress decisions from the events stream, artifacts,
-// replay hashes and cancel.
+// live output and egress decisions from the events stream (a finished
+// job's from its run record), artifacts, replay hashes and cancel.
 export async function jobPage(main, id, signal) {
   const enc = encodeURIComponent(id);
   const st = badge('');
@@ -189,6 +189,7 @@ export async function jobPage(main, id, signal) {
   const replayBox = h('div', {}, h('p', { class: 'muted' }, 'Known when the job ends.'));
   const egressBody = h('tbody', { id: 'egress-body' });
   const egressNote = h('p', { class: 'muted' }, 'No egress decisions (yet). Jobs with policy.network "allowlist" record one per connection.');
+  const egressErr = h('div', { class: 'err-slot' });
   const err = h('div', { class: 'err-slot' });
 
   main.append(
@@ -199,7 +200,9 @@ export async function jobPage(main, id, signal) {
       section('Output', h('h3', {}, 'stdout'), stdout, h('h3', {}, 'stderr'), stderr),
       h('div', {}, section('Request', requestBox), section('Policy decision', decisionBox))),
     h('div', { class: 'grid2' }, section('Enforcement and usage', usageBox), section('Artifacts', artifactsBox)),
-    section('Egress decisions', egressNote, h('div', { class: 'table-wrap' }, h('table', { class: 'list egress' },
+    section('Egress decisions', egressNote, egressErr, h('div', { class: 'table-wrap' }, h('table', { class: 'list egress' },
+      h('colgroup', {}, h('col', { class: 'c-time' }), h('col', { class: 'c-host' }), h('col', { class: 'c-port' }), h('col', { class: 'c-mode' }),
+        h('col', { class: 'c-verdict' }), h('col', {}), h('col', { class: 'c-bytes' }), h('col', { class: 'c-bytes' })),
       h('thead', {}, h('tr', {}, ['Time', 'Host', 'Port', 'Mode', 'Decision', 'Rule', 'Up', 'Down'].map((c) => h('th', { scope: 'col' }, c)))), egressBody))),
     section('Replay', replayBox));
   if (!scopes.read) { err.replaceChildren(forbidden('read')); return; }
@@ -271,9 +274,33 @@ export async function jobPage(main, id, signal) {
   const addEgress = (d) => {
     egressNote.hidden = true;
     egressBody.append(h('tr', { class: d.allowed ? '' : 'denied' },
-      h('td', { class: 'num' }, fmtTime(d.time)), h('td', { class: 'mono' }, d.host), h('td', { class: 'num' }, String(d.port)), h('td', {}, d.mode),
+      h('td', { class: 'num' }, fmtTime(d.time)), h('td', { class: 'mono ellipsis', title: d.host }, d.host), h('td', { class: 'num' }, String(d.port)), h('td', {}, d.mode),
       h('td', {}, h('span', { class: 'badge ' + (d.allowed ? 's-completed' : 's-failed') }, d.allowed ? 'allowed' : 'refused')),
-      h('td', { class: 'mono' }, d.rule || ''), h('td', { class: 'num' }, fmtBytes(d.bytes_up)), h('td', { class: 'num' }, fmtBytes(d.bytes_down))));
+      h('td', { class: 'mono ellipsis', title: d.rule || '' }, d.rule || ''), h('td', { class: 'num' }, fmtBytes(d.bytes_up)), h('td', { class: 'num' }, fmtBytes(d.bytes_down))));
+  };
+
+  // recordedEgress shows the decisions the run record holds (GET
+  // /v1/jobs/{id}/egress) once the job has ended: all of them when the
+  // page opened after the end, or when the live stream (replayed from
+  // the record after its events expired) carried fewer.
+  const recordedEgress = async () => {
+    let log;
+    try {
+      log = await getJSON('/v1/jobs/' + enc + '/egress', { signal });
+      egressErr.replaceChildren();
+    } catch (e) {
+      if (!signal.aborted) egressErr.replaceChildren(errorBox(e));
+      return;
+    }
+    const ds = log.decisions || [];
+    if (ds.length > egressBody.children.length) {
+      egressBody.replaceChildren();
+      ds.forEach(addEgress);
+    }
+    if (log.truncated) {
+      egressNote.textContent = `The first ${ds.length} decisions; the run record holds more.`;
+      egressNote.hidden = false;
+    }
   };
 
   let first;
@@ -285,8 +312,10 @@ export async function jobPage(main, id, signal) {
   }
   setStatus(first.status);
   if (first.ended_at) {
-    // Finished before the page opened: the result holds the output.
+    // Finished before the page opened: the result holds the output,
+    // the run record the egress decisions.
     showResult(first);
+    await recordedEgress();
     return;
   }
 
@@ -316,7 +345,7 @@ export async function jobPage(main, id, signal) {
   // The record is written before the terminal event is published.
   for (let i = 0; i < 20 && !signal.aborted; i++) {
     const r = await getJSON('/v1/jobs/' + enc, { signal }).catch(() => null);
-    if (r && r.ended_at) { showResult(r); return; }
+    if (r && r.ended_at) { showResult(r); await recordedEgress(); return; }
     await sleep(250, signal);
   }
 }
