@@ -30,6 +30,12 @@ func (d Delivery) KeepAlive() error { return d.msg.InProgress() }
 
 // KeepAliveEvery calls KeepAlive every interval until stop is called.
 func (d Delivery) KeepAliveEvery(interval time.Duration) (stop func()) {
+	return KeepAliveEvery(d.msg, interval)
+}
+
+// KeepAliveEvery tells the server every interval, until stop is called,
+// that msg is still being worked on (its redelivery timer restarts).
+func KeepAliveEvery(msg jetstream.Msg, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(interval)
@@ -39,7 +45,7 @@ func (d Delivery) KeepAliveEvery(interval time.Duration) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				_ = d.KeepAlive() // a lost keep-alive at worst redelivers; the record decides
+				_ = msg.InProgress() // a lost keep-alive at worst redelivers; the record decides
 			}
 		}
 	}()

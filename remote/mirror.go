@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 )
 
 // Retry bounds: a record that fails to apply (an object missing or
@@ -318,22 +319,7 @@ func (m *Mirror) open(ctx context.Context, id string, f File) (io.ReadCloser, er
 }
 
 // keepAlive tells the server a long apply is still in progress.
-func keepAlive(msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(keepAliveEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { close(done) }
-}
+func keepAlive(msg jetstream.Msg) (stop func()) { return queue.KeepAliveEvery(msg, keepAliveEvery) }
 
 func delivered(msg jetstream.Msg) int {
 	meta, err := msg.Metadata()
