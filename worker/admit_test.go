@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -25,7 +26,7 @@ func TestAdmitRefusesAPulledJob(t *testing.T) {
 	results := make(chan job.Result, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := worker.New(worker.Config{Workers: 1, Runner: g.r, Queue: g.q, Grace: 5 * time.Second,
-		Admit:  func(r job.Request) error { _, err := roots.Check(r.Workspace.Path); return err },
+		Admit:  func(m queue.Message) error { _, err := roots.Check(m.Request.Workspace.Path); return err },
 		Result: func(res job.Result) { results <- res },
 	})
 	done := make(chan struct{})

@@ -68,9 +68,10 @@ type Config struct {
 	// Tracer records a job.run span per job and a span per stage, joined
 	// to the job's trace.trace_id (nil: no spans).
 	Tracer trace.Tracer
-	// Admit, when set, checks a pulled job before it runs (the worker's
-	// own --workspace-root); a job it refuses ends with that error.
-	Admit func(job.Request) error
+	// Admit, when set, checks a pulled job before it runs: its request
+	// and the host directories its message mounts (the worker's own
+	// --workspace-root); a job it refuses ends with that error.
+	Admit func(queue.Message) error
 	// Recorded, when set, is called once a job's result is recorded and
 	// before its message is acknowledged (remote.PublishJob carries the
 	// record to an API node with its own store). An error leaves the
@@ -253,7 +254,7 @@ func (p *Pool) handle(ctx context.Context, d queue.Delivery) {
 		log.Warn("job was interrupted and opted out of retries")
 		res = p.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunInterrupted, "the runner stopped while the job was running").With("attempt", d.Attempt-1), d.Attempt)
 		p.publishStatus(req.JobID, res.Status, d.Attempt)
-	} else if err := p.admit(req); err != nil {
+	} else if err := p.admit(msg); err != nil {
 		p.started(req, d.Attempt)
 		log.Warn("job refused by this worker", "error", err)
 		res = p.cfg.Runner.Terminate(req, job.AsError(err), d.Attempt)
@@ -393,11 +394,11 @@ func (p *Pool) handOver(ctx context.Context, d queue.Delivery, hook func(context
 	return true
 }
 
-func (p *Pool) admit(req job.Request) error {
+func (p *Pool) admit(msg queue.Message) error {
 	if p.cfg.Admit == nil {
 		return nil
 	}
-	return p.cfg.Admit(req)
+	return p.cfg.Admit(msg)
 }
 
 func (p *Pool) started(req job.Request, attempt int) {
