@@ -123,7 +123,7 @@ func (s *Service) submit(ctx context.Context, req *job.Request, m *Mounts) (Acce
 	}
 	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
 	defer span.End()
-	if err := s.admit(req); err != nil {
+	if err := s.admit(req, m); err != nil {
 		s.cfg.Observer.Rejected(job.CodeOf(err))
 		return Accepted{}, false, err
 	}
@@ -165,11 +165,12 @@ func (s *Service) submit(ctx context.Context, req *job.Request, m *Mounts) (Acce
 	return Accepted{JobID: req.JobID, Status: job.StatusQueued}, true, nil
 }
 
-// admit holds a submitted workspace.path to the operator's workspace
-// roots, before anything else looks at the path (so
-// whether a file exists outside them is not disclosed), and replaces it
-// with the resolved path it checked.
-func (s *Service) admit(req *job.Request) error {
+// admit holds a submitted workspace.path, and the host directories an
+// in-process door mounts, to the operator's workspace roots, before
+// anything else looks at them (so whether a file exists outside them is
+// not disclosed), and replaces the path with the resolved one it checked.
+// Workers check the same again (a message may come from elsewhere).
+func (s *Service) admit(req *job.Request, m *Mounts) error {
 	if s.cfg.WorkspaceRoots == nil {
 		return nil
 	}
@@ -179,6 +180,11 @@ func (s *Service) admit(req *job.Request) error {
 			return job.AsError(err).With("field", "workspace.path")
 		}
 		req.Workspace.Path = real
+	}
+	for _, dir := range append(m.GetReadOnly(), m.GetWritable()...) {
+		if _, err := s.cfg.WorkspaceRoots.Check(dir); err != nil {
+			return job.AsError(err).With("field", "mounts")
+		}
 	}
 	return nil
 }

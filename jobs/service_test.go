@@ -14,6 +14,7 @@ import (
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 func newRunner(t *testing.T) (*runner.Runner, string) {
@@ -210,5 +211,30 @@ func TestIDsWithDots(t *testing.T) {
 	res, err := svc.Wait(ctx, "job.with.dots")
 	if err != nil || res.Status != job.StatusCompleted {
 		t.Errorf("job.with.dots = %s, %v; want completed", res.Status, err)
+	}
+}
+
+// TestSubmitHoldsMountsToTheRoots: an in-process door's mounts meet the
+// operator's workspace roots at submit, like the workspace.
+func TestSubmitHoldsMountsToTheRoots(t *testing.T) {
+	r, ws := newRunner(t)
+	q, err := queue.Open(context.Background(), queue.Config{StoreDir: r.Store().Dir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	roots, err := workspaceroot.New([]string{filepath.Dir(ws)}, r.Store().Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := jobs.New(jobs.Config{Runner: r, Queue: q, WorkspaceRoots: roots})
+	ctx := context.Background()
+	req := request("job_mounts-out", ws, "true")
+	if _, _, err := svc.SubmitWith(ctx, &req, jobs.Mounts{Writable: []string{t.TempDir()}}); job.CodeOf(err) != job.CodePathEscape {
+		t.Errorf("a writable mount outside the roots = %v, want %s", err, job.CodePathEscape)
+	}
+	req = request("job_mounts-in", ws, "true")
+	if _, _, err := svc.SubmitWith(ctx, &req, jobs.Mounts{ReadOnly: []string{ws}}); err != nil {
+		t.Errorf("a mount under the roots = %v, want accepted", err)
 	}
 }
