@@ -193,7 +193,30 @@ export async function agentRunPage(main, id, signal) {
   let shownPolicy = false;
   let seen = 0;
   // read re-reads the run and its audit trail, appending the new events.
+  // Reads never overlap: events that arrive during one are served by one
+  // more read after it, and none once the run has ended.
+  let reading = null;
+  let again = false;
+  let ended = false;
   const read = async () => {
+    if (ended) return;
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = (async () => {
+      do {
+        again = false;
+        await readOnce();
+      } while (again && !ended);
+    })();
+    try {
+      await reading;
+    } finally {
+      reading = null;
+    }
+  };
+  const readOnce = async () => {
     let run, audit;
     try {
       run = await getJSON(`/v1/agent-runs/${enc}`, { signal });
@@ -212,7 +235,10 @@ export async function agentRunPage(main, id, signal) {
     showChain(chain, audit);
     const events = audit.events || [];
     for (; seen < events.length; seen++) tbody.append(eventRow(events[seen]));
-    if (run.status !== 'running') follow.abort();
+    if (run.status !== 'running') {
+      ended = true;
+      follow.abort();
+    }
   };
   live(follow.signal, {
     onReady: read,
