@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"bytes"
 	"encoding/json"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -26,24 +25,21 @@ type Mounts struct {
 // DecodeMessage reads a job message. A bare job request (the message of
 // earlier versions, still queued after an upgrade) is accepted too.
 func DecodeMessage(b []byte) (Message, error) {
-	var probe struct {
-		Request json.RawMessage `json:"request"`
+	var m struct {
+		Request *job.Request `json:"request"`
+		Mounts  *Mounts      `json:"mounts"`
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
-	}
-	if len(bytes.TrimSpace(probe.Request)) == 0 {
-		var req job.Request
-		if err := json.Unmarshal(b, &req); err != nil {
-			return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
-		}
-		return Message{Request: req}, nil
-	}
-	var m Message
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
 	}
-	return m, nil
+	if m.Request != nil {
+		return Message{Request: *m.Request, Mounts: m.Mounts}, nil
+	}
+	var req job.Request
+	if err := json.Unmarshal(b, &req); err != nil {
+		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
+	}
+	return Message{Request: req}, nil
 }
 
 // GetReadOnly is m's read-only directories (none for a nil m).
