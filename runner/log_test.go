@@ -1,60 +1,19 @@
 package runner_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/internal/logtest"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
-
-// logLine is what a test checks of one captured log line.
-type logLine struct{ Level, Msg, JobID string }
-
-// captureLog is a JSON slog logger writing into a buffer, and the lines
-// written so far at WARN and above.
-type captureLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *captureLog) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-func (c *captureLog) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(c, nil)) }
-
-func (c *captureLog) problems(t *testing.T) []logLine {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []logLine
-	sc := bufio.NewScanner(bytes.NewReader(c.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		l := logLine{Level: str(m[slog.LevelKey]), Msg: str(m[slog.MessageKey]), JobID: str(m[telemetry.KeyJobID])}
-		if l.Level == slog.LevelWarn.String() || l.Level == slog.LevelError.String() {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // beforeRun is a backend that calls hook before each run of the backend
 // it wraps.
@@ -111,9 +70,9 @@ func TestReplayLogsARestoredWorkspaceItCannotRemove(t *testing.T) {
 			busy = append(busy, p)
 		}
 	}}
-	var log captureLog
+	var log logtest.Capture
 	r, err := runner.New(runner.Config{StoreDir: store, DefaultBackend: "local_process",
-		Backends: backend.Set{"local_process": b}, Logger: log.logger()})
+		Backends: backend.Set{"local_process": b}, Logger: log.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,8 +94,8 @@ func TestReplayLogsARestoredWorkspaceItCannotRemove(t *testing.T) {
 	if !rep.Reproduced {
 		t.Errorf("replay did not reproduce: %+v", rep.Checks)
 	}
-	want := []logLine{{Level: "WARN", Msg: "cannot remove a replay's restored workspace", JobID: res.JobID}}
-	if got := log.problems(t); !slices.Equal(got, want) {
+	want := []logtest.Line{{Level: "WARN", Msg: "cannot remove a replay's restored workspace", ID: res.JobID}}
+	if got := log.Problems(t, telemetry.KeyJobID); !slices.Equal(got, want) {
 		t.Errorf("warnings and errors logged = %+v, want %+v", got, want)
 	}
 	if _, err := os.Stat(filepath.Dir(busy[0])); err != nil {

@@ -2,41 +2,22 @@ package agentrun_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent-runner/agent-runner/internal/logtest"
+
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/tasktest"
 )
-
-// lockedBuffer is a JSON slog handler's output, safe for the run's
-// goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestLostOutputIsLoggedOnce: stdout.log and metrics.jsonl cannot be
 // written (both lead to /dev/full). The run goes on and ends as the agent
@@ -51,9 +32,9 @@ func TestLostOutputIsLoggedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var buf lockedBuffer
+	var buf logtest.Capture
 	out, err := agentrun.Run(context.Background(), l, tk, map[string]string{"ANTHROPIC_API_KEY": secret}, agentrun.Config{
-		Backend: tasktest.Backend(t), HeartbeatEvery: 50 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&buf, nil)),
+		Backend: tasktest.Backend(t), HeartbeatEvery: 50 * time.Millisecond, Logger: buf.Logger(),
 	})
 	if err != nil || out.ExitCode == nil || *out.ExitCode != 0 {
 		t.Fatalf("outcome = %+v, %v; want exit 0", out, err)

@@ -1,11 +1,7 @@
 package lifecycle_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -15,48 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/internal/logtest"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/state"
 	"github.com/agent-runner/agent-runner/task/tasktest"
 )
-
-// logLine is what a test checks of one captured log line.
-type logLine struct{ Level, Msg, TaskID string }
-
-// captureLog is a JSON slog handler's output, kept for the test.
-type captureLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *captureLog) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.Write(p)
-}
-
-func (c *captureLog) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(c, nil)) }
-
-// problems are the captured lines at WARN and above.
-func (c *captureLog) problems(t *testing.T) []logLine {
-	t.Helper()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []logLine
-	sc := bufio.NewScanner(bytes.NewReader(c.buf.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
-		}
-		str := func(k string) string { s, _ := m[k].(string); return s }
-		l := logLine{Level: str(slog.LevelKey), Msg: str(slog.MessageKey), TaskID: str(lifecycle.LogTaskID)}
-		if l.Level == slog.LevelWarn.String() || l.Level == slog.LevelError.String() {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // beforeFirstRun is a backend that calls hook once, before the first run
 // (the agent's) of the backend it wraps.
@@ -98,8 +57,8 @@ func TestWorkspaceRemovalFailureIsLoggedOnce(t *testing.T) {
 		}
 		mounted = true
 	}}
-	var log captureLog
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: b, CloneBackoff: &quick, Logger: log.logger()})
+	var log logtest.Capture
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: b, CloneBackoff: &quick, Logger: log.Logger()})
 	if err != nil || md.State != state.Failed {
 		t.Fatalf("task = %+v, %v; want failed without error", md, err)
 	}
@@ -109,8 +68,8 @@ func TestWorkspaceRemovalFailureIsLoggedOnce(t *testing.T) {
 	if _, err := os.Stat(busy); err != nil {
 		t.Errorf("the workspace's mount point is gone (%v), yet its removal was to fail", err)
 	}
-	want := []logLine{{Level: "WARN", Msg: "cannot remove the task's workspace", TaskID: tk.Metadata.ID}}
-	if diff := cmp.Diff(want, log.problems(t)); diff != "" {
+	want := []logtest.Line{{Level: "WARN", Msg: "cannot remove the task's workspace", ID: tk.Metadata.ID}}
+	if diff := cmp.Diff(want, log.Problems(t, lifecycle.LogTaskID)); diff != "" {
 		t.Errorf("warnings and errors logged (-want +got):\n%s", diff)
 	}
 }
@@ -124,13 +83,13 @@ func TestRunFailureIsLoggedOnce(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "outbox", "artifacts", "metadata.json", "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var log captureLog
-	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick, Logger: log.logger()})
+	var log logtest.Capture
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: tasktest.Backend(t), CloneBackoff: &quick, Logger: log.Logger()})
 	if err == nil {
 		t.Fatalf("task = %+v, nil error; want metadata.json's", md)
 	}
-	want := []logLine{{Level: "ERROR", Msg: "task run failed", TaskID: tk.Metadata.ID}}
-	if diff := cmp.Diff(want, log.problems(t)); diff != "" {
+	want := []logtest.Line{{Level: "ERROR", Msg: "task run failed", ID: tk.Metadata.ID}}
+	if diff := cmp.Diff(want, log.Problems(t, lifecycle.LogTaskID)); diff != "" {
 		t.Errorf("warnings and errors logged (-want +got):\n%s", diff)
 	}
 }
