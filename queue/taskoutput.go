@@ -12,16 +12,21 @@ import (
 const (
 	EventTaskStdout = "task_stdout"
 	EventTaskStderr = "task_stderr"
+	// EventTaskMetrics is one heartbeat line (progress, CPU, memory).
+	EventTaskMetrics = "task_metrics"
 )
 
 // PublishTaskOutput sends a chunk of a task's output ("stdout" or
-// "stderr") without waiting for the stream's ack: a worker running a task
+// "stderr", or a heartbeat line: "metrics") without waiting for the stream's ack: a worker running a task
 // for another host's API node streams it live this way (the task's
 // record, with the whole logs, follows when it ends).
 func (q *Queue) PublishTaskOutput(taskID, stream string, p []byte) error {
 	typ := EventTaskStdout
-	if stream == "stderr" {
+	switch stream {
+	case "stderr":
 		typ = EventTaskStderr
+	case "metrics":
+		typ = EventTaskMetrics
 	}
 	if taskID == "" {
 		return job.Errorf(job.CodeInvalidRequest, "a task event needs a task id")

@@ -163,6 +163,9 @@ func (t *taskSide) status(msg *nats.Msg) {
 	case queue.EventTaskStderr:
 		t.output(ev.TaskID, "stderr.log", ev.Data)
 		return
+	case queue.EventTaskMetrics:
+		t.output(ev.TaskID, agentrun.HeartbeatFile, ev.Data)
+		return
 	case queue.EventTaskState:
 	default:
 		return
@@ -195,7 +198,8 @@ func (t *taskSide) status(msg *nats.Msg) {
 	}
 }
 
-// output appends a live chunk of a task's output to its progress log on
+// output appends a live chunk of a task's output (or a heartbeat line)
+// to its progress log on
 // this node, where the task stream reads it, while the task is active
 // here and the log is under the agent's cap; the record replaces the log
 // with the worker's whole one when the task ends. A task staged in this

@@ -48,19 +48,22 @@ func TestRemoteWorkerRunsATask(t *testing.T) {
 		st, err := c.GetTask(ctx, acc.TaskID)
 		return err == nil && st.State == "running" && st.StartedAt != nil
 	})
-	// The agent's output streams live to the API node's task stream
-	// while the task still runs there.
+	// The agent's output and heartbeats stream live to the API node's
+	// task stream while the task still runs there.
 	errSeen := errors.New("seen")
+	var output, progress bool
 	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
 	err = c.FollowTask(fctx, acc.TaskID, func(m client.TaskMessage) error {
-		if m.Type == "output" && m.Text == "from-agent" {
+		output = output || (m.Type == "output" && m.Text == "from-agent")
+		progress = progress || m.Type == "progress"
+		if output && progress {
 			return errSeen
 		}
 		return nil
 	})
 	fcancel()
 	if !errors.Is(err, errSeen) {
-		t.Fatalf("the API node's stream of the running task = %v; want the agent's live output", err)
+		t.Fatalf("the API node's stream of the running task = %v (output seen %v, heartbeat seen %v); want the agent's live output and heartbeats", err, output, progress)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)

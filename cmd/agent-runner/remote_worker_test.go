@@ -45,7 +45,7 @@ func apiNode(t *testing.T, store string) (*client.Client, string) {
 func remoteWorker(t *testing.T, natsURL, store string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(binary, "worker", "--nats", natsURL, "--store-dir", store, "--workers", "2", "--log-level", "warn",
-		"--workspace-root", os.TempDir(), "--default-backend", "local_process", "--unsafe-local-process")
+		"--workspace-root", os.TempDir(), "--default-backend", "local_process", "--unsafe-local-process", "--task-heartbeat", "200ms")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

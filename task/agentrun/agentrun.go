@@ -35,7 +35,8 @@ type Config struct {
 	Network string
 	Egress  *backend.Egress
 	// Output, when set, receives every scrubbed chunk ("stdout"/"stderr"),
-	// one call at a time.
+	// one call at a time per stream, and each heartbeat line ("metrics",
+	// as appended to metrics.jsonl).
 	Output func(stream string, p []byte)
 	// Env adds variables that are not secrets (not scrubbed); Mounts are
 	// host directories made visible read-only at the same path (the
@@ -54,6 +55,9 @@ type Config struct {
 	// the rest of the output reaches live subscribers only.
 	MaxLogBytes int64
 }
+
+// StreamMetrics is the Output stream of heartbeat lines.
+const StreamMetrics = "metrics"
 
 // DefaultMaxLogBytes is the default cap of each progress log.
 const DefaultMaxLogBytes = 256 << 20
@@ -202,6 +206,9 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		cfg.HeartbeatEvery = 30 * time.Second
 	}
 	hb := &heartbeats{path: filepath.Join(l.Progress(), HeartbeatFile), taskID: t.Metadata.ID, prog: prog, log: log}
+	if cfg.Output != nil {
+		hb.emit = func(p []byte) { cfg.Output(StreamMetrics, p) }
+	}
 	beating := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })

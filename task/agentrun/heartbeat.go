@@ -37,6 +37,8 @@ type heartbeats struct {
 	// it has (beat runs on one goroutine).
 	log    *slog.Logger
 	failed bool
+	// emit, when set, also gets each heartbeat line (with its newline).
+	emit func([]byte)
 
 	mu    sync.Mutex
 	usage *backend.Usage
@@ -63,6 +65,9 @@ func (h *heartbeats) beat() {
 	if err := appendLine(h.path, line); err != nil && !h.failed {
 		h.failed = true
 		h.log.Warn("cannot record a heartbeat; later failures of this run are not logged", "file", HeartbeatFile, "error", err)
+	}
+	if h.emit != nil {
+		h.emit(append(line, '\n'))
 	}
 }
 
