@@ -102,5 +102,3 @@ func TestReplayLogsARestoredWorkspaceItCannotRemove(t *testing.T) {
 		t.Errorf("the restored workspace is gone (%v), yet its removal was to fail", err)
 	}
 }
-
-func str(v any) string { s, _ := v.(string); return s }
