@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,38 +102,21 @@ func init() {
 				ctx, cancel = context.WithTimeout(ctx, 2*time.Second) // what exists now
 				defer cancel()
 			}
-			resp, err := c.do(ctx, http.MethodGet, "/api/v1/tasks/"+url.PathEscape(args[0])+"/logs", "", nil)
+			final, err := c.sf.client().TaskLogs(ctx, args[0], func(stream, line string) error {
+				if stream == "stderr" {
+					fmt.Fprintln(os.Stderr, line)
+				} else {
+					fmt.Fprintln(os.Stdout, line)
+				}
+				return nil
+			})
 			if err != nil {
+				if !follow && ctx.Err() != nil {
+					return nil // printed what exists now
+				}
 				return err
 			}
-			defer resp.Body.Close()
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 64<<10), 8<<20)
-			event := ""
-			for sc.Scan() {
-				line := sc.Text()
-				if e, ok := strings.CutPrefix(line, "event: "); ok {
-					event = e
-					continue
-				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					continue
-				}
-				var ev struct {
-					Line  string `json:"line"`
-					State string `json:"state"`
-				}
-				json.Unmarshal([]byte(data), &ev)
-				switch event {
-				case "stdout":
-					fmt.Fprintln(os.Stdout, ev.Line)
-				case "stderr":
-					fmt.Fprintln(os.Stderr, ev.Line)
-				case "completed":
-					fmt.Fprintf(os.Stderr, "agent-runner: task %s is %s\n", args[0], ev.State)
-				}
-			}
+			fmt.Fprintf(os.Stderr, "agent-runner: task %s is %s\n", args[0], final.State)
 			return nil
 		},
 	}
