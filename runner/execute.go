@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -82,6 +83,20 @@ func (r *Runner) execute(ctx context.Context, req job.Request, opts Options, wai
 		return e.res
 	}
 	defer func() { r.active.Delete(req.JobID); close(done) }()
+	// Another process sharing the store may execute the same id: the run
+	// lock makes one attempt at a time, and a waiting Run answers from
+	// the record the other one wrote.
+	unlock, err := r.store.LockRun(ctx, req.JobID, wait)
+	if err != nil {
+		e.res.Status = job.StatusFailed
+		e.res.Error = job.Errorf(job.CodeJobConflict, "job_id is already running in another process").With("job_id", req.JobID)
+		if !errors.Is(err, store.ErrRunLocked) && ctx.Err() == nil {
+			e.res.Error = job.AsError(err)
+		}
+		e.res.EndedAt = time.Now().UTC()
+		return e.res
+	}
+	defer unlock()
 	// A finished record is never rewritten: a redelivered or repeated id
 	// gets the stored result.
 	if res, err := r.store.ReadResult(req.JobID); err == nil {

@@ -86,7 +86,7 @@ func (r *Runner) retainRuns(now time.Time, age time.Duration) ([]string, error) 
 	}
 	var removed []string
 	for _, id := range ids {
-		if _, running := r.active.Load(id); running {
+		if _, running := r.active.Load(id); running || r.store.RunLocked(id) {
 			continue
 		}
 		rec, err := r.store.ReadStatus(id)

@@ -58,10 +58,13 @@ type Config struct {
 	// buildcache.DefaultMaxAge).
 	CacheMaxBytes int64
 	CacheMaxAge   time.Duration
-	// SharedStore opens the store with its lock shared (store.OpenShared):
-	// for API nodes and workers of one queue that share a store. Otherwise
-	// this process owns the store and another process is refused.
+	// SharedStore says API nodes and workers of one queue share this
+	// store: runs found started belong to the queue's redelivery.
 	SharedStore bool
+	// OwnStore makes this runner the store's owner (store.Own): the one
+	// process that recovers and retains (serve). Any number of processes
+	// that do not own it (run, replay, mcp) use the store beside it.
+	OwnStore bool
 }
 
 // DefaultBaseEnv is every child's starting environment unless configured.
@@ -82,8 +85,8 @@ type Runner struct {
 	active sync.Map
 }
 
-// New opens the store and returns a Runner.
-func New(cfg Config) (*Runner, error) {
+// withDefaults fills what a zero Config leaves out.
+func (cfg Config) withDefaults() Config {
 	if cfg.StoreDir == "" {
 		cfg.StoreDir = "agent-runner-runs"
 	}
@@ -102,13 +105,28 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	open := store.Open
-	if cfg.SharedStore {
-		open = store.OpenShared
-	}
-	st, err := open(cfg.StoreDir)
+	return cfg
+}
+
+// Validate is Prepare without a runner: it checks req against cfg's rules
+// and fills its defaults, opening no store (agent-runner validate).
+func Validate(cfg Config, req *job.Request) error {
+	cfg = cfg.withDefaults()
+	r := &Runner{cfg: cfg, log: cfg.Logger}
+	return r.Prepare(req)
+}
+
+// New opens the store and returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	st, err := store.Open(cfg.StoreDir)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.OwnStore {
+		if err := st.Own(); err != nil {
+			return nil, err
+		}
 	}
 	st.Durable = cfg.Durable
 	if cfg.CacheMaxBytes <= 0 {
@@ -127,7 +145,7 @@ func New(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// Close releases the runner's hold of the store lock (see store.Open).
+// Close releases the runner's hold of the store's owner lock, if any.
 func (r *Runner) Close() error { return r.store.Close() }
 
 // Store returns the run store.

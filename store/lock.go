@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +15,18 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
-// LockFile is the store's ownership lock, <dir>/.lock. A process holds a
-// flock on it from the first Open of the store to the last Close (or its
-// exit); its content names the owner for the error a refused process
-// prints.
+// LockFile is the store's ownership lock, <dir>/.lock. Any number of
+// processes use one store at once (ids are claimed atomically, and each
+// run is locked while it executes, see LockRun); one process at a time may
+// own it (Own): the one that recovers and retains what no live process
+// holds (serve). Its content names the owner for the error a refused
+// process prints.
 const LockFile = ".lock"
+
+// RunLocksDir holds one lock file per run (<dir>/locks/<job_id>), flocked
+// by the process executing that run from the start of an attempt to its
+// record; kept beside runs/ so a run directory stays seed 002's layout.
+const RunLocksDir = "locks"
 
 // Owner is the content of the lock file.
 type Owner struct {
@@ -26,12 +34,11 @@ type Owner struct {
 	Hostname string    `json:"hostname"`
 	Command  string    `json:"command"`
 	Since    time.Time `json:"since"`
-	Shared   bool      `json:"shared,omitempty"`
 }
 
 // processLock is one process's hold on a store's lock file. flock locks
 // belong to an open file, so a second open of the same file in the same
-// process would refuse the first; every Open in this process therefore
+// process would refuse the first; every Own in this process therefore
 // shares one hold, counted, and the flock goes with the last Close.
 type processLock struct {
 	f    *os.File
@@ -43,10 +50,22 @@ var (
 	locks   = map[string]*processLock{}
 )
 
-// acquire takes (or shares, within this process) the lock of the store at
-// dir: exclusive, or shared with other processes that ask for shared. A
-// lock held the other way by another process is job.conflict naming it.
-func acquire(dir string, shared bool) error {
+// Own makes this process the store's owner until Close (or its exit): a
+// store another process owns is job.conflict naming that process. Owners
+// in one process share one hold.
+func (s *Store) Own() error {
+	var err error
+	s.own.Do(func() {
+		if err = acquire(s.dir); err == nil {
+			s.owned = true
+		}
+	})
+	return err
+}
+
+// acquire takes (or shares, within this process) the owner lock of the
+// store at dir.
+func acquire(dir string) error {
 	locksMu.Lock()
 	defer locksMu.Unlock()
 	if l := locks[dir]; l != nil {
@@ -54,15 +73,11 @@ func acquire(dir string, shared bool) error {
 		return nil
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot open the store lock").With("path", path)
 	}
-	how := syscall.LOCK_EX
-	if shared {
-		how = syscall.LOCK_SH
-	}
-	if err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB); err != nil {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return inUse(dir, path)
@@ -70,7 +85,7 @@ func acquire(dir string, shared bool) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot lock the store").With("path", path)
 	}
 	host, _ := os.Hostname()
-	b, _ := json.Marshal(Owner{PID: os.Getpid(), Hostname: host, Command: strings.Join(os.Args, " "), Since: time.Now().UTC(), Shared: shared})
+	b, _ := json.Marshal(Owner{PID: os.Getpid(), Hostname: host, Command: strings.Join(os.Args, " "), Since: time.Now().UTC()})
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt(append(b, '\n'), 0)
 	}
@@ -78,7 +93,7 @@ func acquire(dir string, shared bool) error {
 	return nil
 }
 
-// inUse is the error for a store another process holds: job.conflict with
+// inUse is the error for a store another process owns: job.conflict with
 // the owner's pid, command and start time when the lock file names them.
 func inUse(dir, path string) error {
 	var o Owner
@@ -91,14 +106,14 @@ func inUse(dir, path string) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if o.PID == 0 {
-		return job.Errorf(job.CodeJobConflict, "store %s is in use by another process (see %s)", dir, path).With("store_dir", dir)
+		return job.Errorf(job.CodeJobConflict, "store %s is owned by another process (see %s)", dir, path).With("store_dir", dir)
 	}
-	return job.Errorf(job.CodeJobConflict, "store %s is in use by %s", dir, o).
+	return job.Errorf(job.CodeJobConflict, "store %s is owned by %s", dir, o).
 		With("store_dir", dir).With("pid", o.PID).With("hostname", o.Hostname).
-		With("command", o.Command).With("since", o.Since).With("shared", o.Shared)
+		With("command", o.Command).With("since", o.Since)
 }
 
-// release drops one hold of the lock of the store at dir.
+// release drops one hold of the owner lock of the store at dir.
 func release(dir string) {
 	locksMu.Lock()
 	defer locksMu.Unlock()
@@ -117,4 +132,65 @@ func release(dir string) {
 // String names the owner: pid, host, command line and start time.
 func (o Owner) String() string {
 	return fmt.Sprintf("pid %d on %s (%s) since %s", o.PID, o.Hostname, o.Command, o.Since.Format(time.RFC3339))
+}
+
+// runLockPoll is how often a waiting LockRun tries again.
+const runLockPoll = 20 * time.Millisecond
+
+// ErrRunLocked is LockRun's answer, without wait, for a run another
+// process (or another attempt of this one) is executing.
+var ErrRunLocked = errors.New("the run is executing in another process")
+
+// runLock is the lock file of run id.
+func (s *Store) runLock(id string) string { return filepath.Join(s.dir, RunLocksDir, id) }
+
+// LockRun takes the lock of run id
+// for one attempt; unlock releases it. A run held elsewhere is
+// ErrRunLocked, or with wait is waited for until ctx ends. The lock goes
+// with the process, so a run whose executing process died is free.
+func (s *Store) LockRun(ctx context.Context, id string, wait bool) (unlock func(), err error) {
+	if !ValidJobID(id) {
+		return nil, job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, RunLocksDir), 0o700); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the run locks directory")
+	}
+	path := s.runLock(id)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the run lock").With("path", path)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot lock the run").With("path", path)
+		}
+		if !wait {
+			f.Close()
+			return nil, ErrRunLocked
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(runLockPoll):
+		}
+	}
+}
+
+// RunLocked reports whether a process is executing run id now.
+func (s *Store) RunLocked(id string) bool {
+	f, err := os.OpenFile(s.runLock(id), os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	return false
 }

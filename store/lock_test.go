@@ -2,29 +2,36 @@ package store
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent-runner/agent-runner/job"
 )
 
-// lockHelperEnv makes the test binary a second process that opens a store
-// (see TestMain): "exclusive:DIR" or "shared:DIR". It prints "locked" or
-// the error code, then holds the store until its stdin closes.
+// lockHelperEnv makes the test binary a second process that uses a store
+// (see TestMain): "own:DIR" takes ownership, "run:DIR:ID" locks a run. It
+// prints "locked" or the error, then holds it until its stdin closes.
 const lockHelperEnv = "STORE_LOCK_HELPER"
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(lockHelperEnv); spec != "" {
-		mode, dir, _ := strings.Cut(spec, ":")
-		open := Open
-		if mode == "shared" {
-			open = OpenShared
+		parts := strings.SplitN(spec, ":", 3)
+		s, err := Open(parts[1])
+		if err == nil {
+			if parts[0] == "own" {
+				err = s.Own()
+			} else {
+				_, err = s.LockRun(context.Background(), parts[2], false)
+			}
 		}
-		if _, err := open(dir); err != nil {
+		if err != nil {
 			fmt.Println(job.CodeOf(err), err)
 			os.Exit(3)
 		}
@@ -35,17 +42,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// holder is another process holding (or failing to take) a store's lock.
+// holder is another process holding (or failing to take) a lock.
 type holder struct {
 	cmd   *exec.Cmd
 	line  string
 	stdin interface{ Close() error }
 }
 
-func startHolder(t *testing.T, mode, dir string) *holder {
+func startHolder(t *testing.T, spec string) *holder {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), lockHelperEnv+"="+mode+":"+dir)
+	cmd.Env = append(os.Environ(), lockHelperEnv+"="+spec)
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -62,84 +69,98 @@ func (h *holder) stop() {
 	h.cmd.Wait()
 }
 
-func TestOpenRefusesAStoreAnotherProcessHolds(t *testing.T) {
+// TestOpenBesideAnOwner: any number of processes use a store another
+// process owns (run, replay and mcp beside serve).
+func TestOpenBesideAnOwner(t *testing.T) {
 	dir := t.TempDir()
-	h := startHolder(t, "exclusive", dir)
+	h := startHolder(t, "own:"+dir)
 	if h.line != "locked" {
 		t.Fatalf("holder: %s", h.line)
 	}
-	_, err := Open(dir)
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatalf("Open of an owned store: %v", err)
+	}
+	defer s.Close()
+	if _, err := s.Claim(job.Request{JobID: "job_a"}, StatusRecord{}); err != nil {
+		t.Errorf("Claim beside an owner: %v", err)
+	}
+}
+
+func TestOwnRefusesAStoreAnotherProcessOwns(t *testing.T) {
+	dir := t.TempDir()
+	h := startHolder(t, "own:"+dir)
+	if h.line != "locked" {
+		t.Fatalf("holder: %s", h.line)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Own()
 	if got := job.CodeOf(err); got != job.CodeJobConflict {
-		t.Fatalf("Open of a held store = %v, want %s", err, job.CodeJobConflict)
+		t.Fatalf("Own of an owned store = %v, want %s", err, job.CodeJobConflict)
 	}
 	pid := strconv.Itoa(h.cmd.Process.Pid)
 	if !strings.Contains(err.Error(), "pid "+pid) || job.AsError(err).Details["pid"] != h.cmd.Process.Pid {
 		t.Errorf("error %q (details %v) does not name the owner, pid %s", err, job.AsError(err).Details, pid)
 	}
-	if _, err := OpenShared(dir); job.CodeOf(err) != job.CodeJobConflict {
-		t.Errorf("OpenShared of an exclusively held store = %v, want %s", err, job.CodeJobConflict)
-	}
 	h.stop()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatalf("Open after the owner exited: %v", err)
+	s2, _ := Open(dir)
+	if err := s2.Own(); err != nil {
+		t.Fatalf("Own after the owner exited: %v", err)
 	}
-	s.Close()
+	s2.Close()
 }
 
-func TestLockModes(t *testing.T) {
-	tests := []struct {
-		name, other string
-		shared      bool
-		wantOK      bool
-	}{
-		{"exclusive then exclusive", "exclusive", false, false},
-		{"exclusive then shared", "shared", false, false},
-		{"shared then exclusive", "exclusive", true, false},
-		{"shared then shared", "shared", true, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			open := Open
-			if tt.shared {
-				open = OpenShared
-			}
-			s, err := open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			h := startHolder(t, tt.other, dir)
-			if got := h.line == "locked"; got != tt.wantOK {
-				t.Errorf("second process took the lock = %v (%s), want %v", got, h.line, tt.wantOK)
-			}
-			if !tt.wantOK && !strings.HasPrefix(h.line, string(job.CodeJobConflict)) {
-				t.Errorf("second process said %q, want %s", h.line, job.CodeJobConflict)
-			}
-		})
-	}
-}
-
-// TestOpensInOneProcessShareTheLock: tests and doors open several runners
-// on one store in one process; the lock goes with the last Close.
-func TestOpensInOneProcessShareTheLock(t *testing.T) {
+// TestOwnersInOneProcessShareTheLock: tests and doors open several
+// runners on one store in one process; ownership goes with the last Close.
+func TestOwnersInOneProcessShareTheLock(t *testing.T) {
 	dir := t.TempDir()
-	a, err := Open(dir)
-	if err != nil {
+	a, _ := Open(dir)
+	b, _ := Open(dir)
+	if err := a.Own(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatalf("second Open in the same process: %v", err)
+	if err := b.Own(); err != nil {
+		t.Fatalf("second Own in the same process: %v", err)
 	}
 	a.Close()
 	a.Close() // a second Close of one Store releases nothing more
-	if h := startHolder(t, "exclusive", dir); h.line == "locked" {
-		t.Fatal("another process took the lock while b still holds it")
+	if h := startHolder(t, "own:"+dir); h.line == "locked" {
+		t.Fatal("another process took ownership while b still holds it")
 	}
 	b.Close()
-	if h := startHolder(t, "exclusive", dir); h.line != "locked" {
+	if h := startHolder(t, "own:"+dir); h.line != "locked" {
 		t.Errorf("after the last Close another process got %q, want locked", h.line)
+	}
+}
+
+func TestLockRunAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	h := startHolder(t, "run:"+dir+":job_x")
+	if h.line != "locked" {
+		t.Fatalf("holder: %s", h.line)
+	}
+	if !s.RunLocked("job_x") {
+		t.Error("RunLocked = false while another process executes it")
+	}
+	if _, err := s.LockRun(context.Background(), "job_x", false); !errors.Is(err, ErrRunLocked) {
+		t.Errorf("LockRun without wait = %v, want ErrRunLocked", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.LockRun(ctx, "job_x", true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LockRun waiting past ctx = %v, want the deadline", err)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); h.stop() }()
+	unlock, err := s.LockRun(context.Background(), "job_x", true)
+	if err != nil {
+		t.Fatalf("LockRun after the holder exited: %v", err)
+	}
+	unlock()
+	if s.RunLocked("job_x") {
+		t.Error("RunLocked = true after unlock")
 	}
 }

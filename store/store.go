@@ -51,21 +51,16 @@ type Store struct {
 	dir string
 	// Durable makes WriteResult fsync result.json and its directory.
 	Durable bool
+	own     sync.Once
+	owned   bool
 	close   sync.Once
 }
 
-// Open creates the store layout under dir if needed and takes the store's
-// lock (see LockFile) exclusively: a store another process holds is
-// job.conflict naming that process. Opens in one process share one lock;
-// it is released by the last Close, or when the process exits.
-func Open(dir string) (*Store, error) { return open(dir, false) }
-
-// OpenShared is Open with the lock shared with other processes that open
-// the store shared (API nodes and workers of one queue on a shared store);
-// it still refuses a store an exclusive owner holds, and is refused by one.
-func OpenShared(dir string) (*Store, error) { return open(dir, true) }
-
-func open(dir string, shared bool) (*Store, error) {
+// Open creates the store layout under dir if needed. Any number of
+// processes may open one store: ids are claimed atomically (Claim) and a
+// run is locked by the process executing it (LockRun). The one that
+// recovers and retains runs takes ownership (Own).
+func Open(dir string) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "store directory is not usable")
@@ -76,16 +71,17 @@ func open(dir string, shared bool) (*Store, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	if err := acquire(abs, shared); err != nil {
-		return nil, err
-	}
 	return &Store{dir: abs}, nil
 }
 
-// Close releases this Store's hold of the store lock; later calls do
-// nothing.
+// Close releases this Store's hold of the owner lock, if it took one;
+// later calls do nothing.
 func (s *Store) Close() error {
-	s.close.Do(func() { release(s.dir) })
+	s.close.Do(func() {
+		if s.owned {
+			release(s.dir)
+		}
+	})
 	return nil
 }
 
@@ -119,6 +115,9 @@ func (s *Store) Exists(id string) bool {
 func (s *Store) Remove(id string) error {
 	if !ValidJobID(id) {
 		return nil
+	}
+	if err := os.Remove(s.runLock(id)); err != nil && !os.IsNotExist(err) {
+		return err
 	}
 	return os.RemoveAll(s.RunDir(id))
 }

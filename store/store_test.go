@@ -133,7 +133,7 @@ func TestWritesRefuseInvalidIDs(t *testing.T) {
 			t.Errorf("WriteResult(%q) = %v, want %s", id, err, job.CodeInvalidRequest)
 		}
 	}
-	if diff := cmp.Diff([]string{LockFile, "runs"}, dirNames(t, root)); diff != "" {
+	if diff := cmp.Diff([]string{"runs"}, dirNames(t, root)); diff != "" {
 		t.Errorf("store root (-want +got):\n%s", diff)
 	}
 }

@@ -156,6 +156,9 @@ func serve(o serveOptions) error {
 		// Nodes of one queue reachable from other processes share the store.
 		SharedStore: o.natsURL != "" || o.natsListen != "",
 	}
+	// Alone on its store, serve owns it: it recovers and retains, and a
+	// second serve is refused; run, replay and mcp use it beside serve.
+	cfg.OwnStore = !cfg.SharedStore
 	if err := o.network.runnerConfig(&cfg, log, reg); err != nil {
 		return err
 	}

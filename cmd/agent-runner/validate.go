@@ -5,13 +5,14 @@ import (
 
 	"github.com/agent-runner/agent-runner/docs/schemas"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 )
 
 // validateManifest is set by validate_manifest.go (agent manifests).
 var validateManifest func(cmd *cobra.Command, path string, asJSON bool) error
 
 func init() {
-	var requestPath, manifestPath, storeDir string
+	var requestPath, manifestPath, storeDir string // --store-dir is accepted and unused: validate opens no store
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "validate (--request FILE|- | --manifest FILE)",
@@ -37,11 +38,8 @@ func init() {
 			if err != nil {
 				return err
 			}
-			r, err := newRunner(storeDir, "")
-			if err != nil {
-				return err
-			}
-			if err := r.Prepare(req); err != nil {
+			// Checked against the runner's rules; no store is opened.
+			if err := runner.Validate(runner.Config{}, req); err != nil {
 				return err
 			}
 			return writeResult("", map[string]any{"valid": true, "request": req})
@@ -50,7 +48,7 @@ func init() {
 	cmd.Flags().StringVar(&requestPath, "request", "", "RunJobRequest JSON file, or - for stdin")
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "agent manifest (YAML or JSON) to compile and print")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the compiled manifest policy as JSON")
-	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "run store directory")
+	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "ignored (validate opens no store); kept so scripts that pass it keep working")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -385,3 +385,14 @@ func (t *Task) Network() string {
 func (t *Task) AllowedHosts() ([]egress.Rule, error) {
 	return egress.ParseRules(t.VM.AllowedHosts)
 }
+
+// HasID says whether a manifest document names its own metadata.id (a
+// document without one gets an id minted by Parse, different each time).
+func HasID(data []byte) bool {
+	var doc struct {
+		Metadata struct {
+			ID string `yaml:"id"`
+		} `yaml:"metadata"`
+	}
+	return yaml.Unmarshal(data, &doc) == nil && doc.Metadata.ID != ""
+}

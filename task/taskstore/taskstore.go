@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -81,6 +83,14 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if err := lifecycle.Admit(s.Lifecycle, t); err != nil {
 		return "", err
 	}
+	if !manifest.HasID(manifestYAML) {
+		// The id was minted here: the stored manifest and the queue
+		// message carry it, so a worker or a restart reading the document
+		// again finds this task, not a new id.
+		if manifestYAML, err = yaml.Marshal(t); err != nil {
+			return "", job.Wrap(job.CodeInternal, err, "cannot store the manifest")
+		}
+	}
 	if err := s.create(t, manifestYAML); err != nil {
 		return "", err
 	}
@@ -93,8 +103,13 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 
 // create records a new task as pending with its manifest.
 func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
-	if _, err := os.Stat(s.Dir(t.Metadata.ID)); err == nil {
-		return job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
+	// The id is claimed by creating its directory: of concurrent submits
+	// of one id exactly one gets past here.
+	if err := os.Mkdir(s.Dir(t.Metadata.ID), 0o755); err != nil {
+		if os.IsExist(err) {
+			return job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
+		}
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot create the task directory")
 	}
 	m, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID)
 	if err != nil {
