@@ -7,7 +7,10 @@ import (
 )
 
 // httpStatus is the one place job error codes become HTTP statuses.
-// Policy denials never reach it: they are terminal results, not errors.
+// A job's policy denials are terminal results, not errors; a policy
+// refusal that keeps a submission from being accepted at all (a task
+// whose network the operator's ceiling refuses) is 403: retrying the
+// same request cannot help.
 func httpStatus(c job.Code) int {
 	switch c {
 	case job.CodeBodyTooLarge:
@@ -23,8 +26,11 @@ func httpStatus(c job.Code) int {
 	case job.CodeForbidden:
 		return http.StatusForbidden
 	}
-	if c.Class() == "validation" {
+	switch c.Class() {
+	case "validation":
 		return http.StatusUnprocessableEntity
+	case "policy":
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

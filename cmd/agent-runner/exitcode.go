@@ -48,7 +48,9 @@ func exitCode(err error) int {
 	b, _ := json.Marshal(map[string]any{"error": jerr})
 	fmt.Fprintln(os.Stderr, string(b))
 	switch jerr.Code.Class() {
-	case "validation":
+	case "validation", "policy":
+		// A policy refusal here kept the input from becoming a job or a
+		// task (a denied job still has a result, exit 0).
 		return exitInvalid
 	}
 	switch jerr.Code {

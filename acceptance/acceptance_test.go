@@ -1,0 +1,94 @@
+// Package acceptance runs the paths users take, as scripts of commands
+// against the built agent-runner binary (testdata/script/*.txtar, in the
+// style of Go's own CLI tests): the README and docs examples, the seeds'
+// fixture manifests, tasks with and without ids through each door,
+// parallel CLI runs on one store, restarts, and the bad inputs users send.
+//
+// Commands beyond testscript's own (see commands.go): serve, stopserve,
+// http, jsonvar, waitjson, gitrepo. Conditions: [root], [sandbox]
+// (linux_sandbox can run a job here), [pytest].
+package acceptance
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// binDir holds the agent-runner binary the scripts run.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "acceptance-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// World-searchable: a sandbox's uid re-executes the binary.
+	os.Chmod(dir, 0o755)
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "agent-runner"), "../cmd/agent-runner")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building agent-runner:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestScripts(t *testing.T) {
+	repoRoot, _ := filepath.Abs("..")
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+			env.Setenv("REPO", repoRoot)
+			env.Setenv("HOME", filepath.Join(env.WorkDir, ".home"))
+			// The scripts' work directories are read by sandboxed uids.
+			return os.Chmod(env.WorkDir, 0o755)
+		},
+		Cmds:      commands,
+		Condition: condition,
+	})
+}
+
+// condition answers the scripts' [root], [sandbox] and [pytest].
+func condition(cond string) (bool, error) {
+	switch cond {
+	case "root":
+		return os.Geteuid() == 0, nil
+	case "sandbox":
+		return sandboxWorks(), nil
+	case "pytest":
+		return exec.Command("/usr/bin/python3", "-m", "pytest", "--version").Run() == nil, nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
+}
+
+// sandboxWorks runs one linux_sandbox job, once per test binary.
+var sandboxWorks = sync.OnceValue(func() bool {
+	dir, err := os.MkdirTemp("", "acceptance-probe-")
+	if err != nil {
+		return false
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	req := fmt.Sprintf(`{"workspace":{"path":%q},"command":{"argv":["/bin/true"]},"policy":{"allowed_commands":["true"]},"backend":{"kind":"linux_sandbox"}}`, dir)
+	cmd := exec.Command(filepath.Join(binDir, "agent-runner"), "run", "--request", "-", "--store-dir", filepath.Join(dir, "store"))
+	cmd.Stdin = strings.NewReader(req)
+	out, _ := cmd.Output()
+	ok := strings.Contains(string(out), `"status": "completed"`)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "acceptance: linux_sandbox cannot run a job here; [sandbox] scripts skip: %s\n", out)
+	}
+	return ok
+})
