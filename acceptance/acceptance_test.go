@@ -46,14 +46,27 @@ func TestMain(m *testing.M) {
 
 func TestScripts(t *testing.T) {
 	repoRoot, _ := filepath.Abs("..")
+	// Searchable by others: sandboxed uids reach their mount points there.
+	root, err := os.MkdirTemp("", "acceptance-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
+		WorkdirRoot:         root,
 		RequireExplicitExec: true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 			env.Setenv("REPO", repoRoot)
 			env.Setenv("HOME", filepath.Join(env.WorkDir, ".home"))
 			// The scripts' work directories are read by sandboxed uids.
+			tmp := filepath.Join(env.WorkDir, ".tmp")
+			if err := os.MkdirAll(tmp, 0o755); err != nil {
+				return err
+			}
+			os.Chmod(tmp, 0o1777)
 			return os.Chmod(env.WorkDir, 0o755)
 		},
 		Cmds:      commands,

@@ -81,7 +81,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	argv = append(argv, fs.Args()...)
 	cmd := exec.Command(filepath.Join(binDir, "agent-runner"), argv...)
-	cmd.Dir = ts.Getenv("PWD")
+	cmd.Dir = ts.MkAbs(".")
 	cmd.Env = scriptEnv(ts)
 	logf, err := os.OpenFile(filepath.Join(work, "serve.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	ts.Check(err)

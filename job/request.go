@@ -3,7 +3,11 @@ package job
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"reflect"
+	"strings"
 )
 
 // Request is a RunJobRequest (seed 000/002). Unknown fields are rejected by
@@ -151,10 +155,58 @@ func DecodeRequest(data []byte) (*Request, error) {
 	dec.DisallowUnknownFields()
 	var req Request
 	if err := dec.Decode(&req); err != nil {
-		return nil, Wrap(CodeInvalidRequest, err, "request is not a valid RunJobRequest")
+		return nil, decodeError(err)
 	}
 	if dec.More() {
 		return nil, Errorf(CodeInvalidRequest, "request has trailing data after the JSON object")
 	}
 	return &req, nil
+}
+
+// decodeError says what is wrong with a request in the contract's terms
+// (field paths and JSON types), not in Go's (struct and type names).
+func decodeError(err error) *Error {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "(the document)"
+		}
+		return Errorf(CodeInvalidRequest, "%s: got a JSON %s, want %s", field, typ.Value, jsonType(typ.Type)).
+			With("field", field)
+	case errors.As(err, &syn):
+		return Errorf(CodeInvalidRequest, "request is not valid JSON: %s (at byte %d)", syn.Error(), syn.Offset)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return Errorf(CodeInvalidRequest, "request is not valid JSON: it ends early")
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return Errorf(CodeInvalidRequest, "unknown field %s (see docs/schemas/request.schema.json for the fields a RunJobRequest has)", name).
+			With("field", strings.Trim(name, `"`))
+	}
+	return Errorf(CodeInvalidRequest, "request is not a valid RunJobRequest: %s", msg)
+}
+
+// jsonType names a Go type as the JSON it decodes from.
+func jsonType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array:
+		return "an array of " + strings.TrimPrefix(jsonType(t.Elem()), "a ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Pointer:
+		return jsonType(t.Elem())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "another type"
 }

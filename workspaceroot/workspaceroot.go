@@ -88,6 +88,11 @@ func (r Roots) Check(p string) (string, error) {
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
+		if !filepath.IsAbs(p) {
+			// A relative path is the server's, not the caller's: say so.
+			return "", job.Errorf(job.CodeInvalidRequest, "%s does not exist (a relative path is resolved against the server's working directory: %s)", p, abs).
+				With("path", p).With("resolved", abs)
+		}
 		return "", job.Errorf(job.CodeInvalidRequest, "%s does not exist", p).With("path", p)
 	}
 	if !underAny(real, resolved) {

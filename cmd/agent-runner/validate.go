@@ -32,7 +32,7 @@ func init() {
 				return err
 			}
 			if err := schemas.ValidateRequest(data); err != nil {
-				return job.Wrap(job.CodeInvalidRequest, err, "request does not match the RunJobRequest schema")
+				return job.Errorf(job.CodeInvalidRequest, "request does not match the RunJobRequest schema: %v", err)
 			}
 			req, err := job.DecodeRequest(data)
 			if err != nil {

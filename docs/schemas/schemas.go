@@ -7,7 +7,9 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -63,9 +65,33 @@ func validate(doc []byte, schema func() *jsonschema.Schema) error {
 	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return err
+		return fmt.Errorf("not valid JSON: %w", err)
 	}
-	return schema().Validate(v)
+	if err := schema().Validate(v); err != nil {
+		return errors.New(describe(err))
+	}
+	return nil
+}
+
+// describe turns a schema validation error into one line per violated
+// rule, each "at <JSON pointer>: <what>" (the library's first line names
+// its internal schema URL, which tells a caller nothing).
+func describe(err error) string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "- at '"); ok {
+			ptr, what, _ := strings.Cut(rest, "': ")
+			if ptr == "" {
+				ptr = "/"
+			}
+			out = append(out, ptr+": "+what)
+		}
+	}
+	if len(out) == 0 {
+		return err.Error()
+	}
+	return strings.Join(out, "; ")
 }
 
 // Raw returns a schema as a generic JSON value (for OpenAPI and MCP).

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -149,7 +150,7 @@ func parse(data []byte, inherit func(*Task)) (*Task, error) {
 	dec.KnownFields(true)
 	var t Task
 	if err := dec.Decode(&t); err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "task manifest is not valid YAML for a v1 Task")
+		return nil, job.Errorf(job.CodeInvalidRequest, "task manifest is not a valid v1 Task: %s", decodeMessage(err))
 	}
 	if inherit != nil {
 		inherit(&t)
@@ -395,4 +396,34 @@ func HasID(data []byte) bool {
 		} `yaml:"metadata"`
 	}
 	return yaml.Unmarshal(data, &doc) == nil && doc.Metadata.ID != ""
+}
+
+// sections names each manifest struct by where it sits in the document.
+var sections = map[string]string{
+	"Task": "the manifest's top level", "Metadata": "metadata", "Repository": "repository",
+	"Claude": "claude", "Agent": "agent", "VM": "vm", "Secret": "a secrets entry",
+	"Lifecycle": "lifecycle", "Children": "children",
+}
+
+var goTypeField = regexp.MustCompile(`field (\S+) not found in type manifest\.(\w+)`)
+
+// decodeMessage says what the YAML decoder found wrong in the manifest's
+// terms (sections and fields), not Go's (struct and type names).
+func decodeMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.ReplaceAll(msg, "unmarshal errors:\n  ", "")
+	msg = goTypeField.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := goTypeField.FindStringSubmatch(m)
+		where := sections[sub[2]]
+		if where == "" {
+			where = sub[2]
+		}
+		return "unknown field " + sub[1] + " in " + where
+	})
+	msg = strings.ReplaceAll(msg, " into manifest.", " into ")
+	lines := strings.Split(msg, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return strings.Join(slices.DeleteFunc(lines, func(l string) bool { return l == "" }), "; ")
 }

@@ -69,8 +69,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, 
 
 func writeError(w http.ResponseWriter, err error) { httpapi.WriteError(w, err) }
 
-// submit accepts a YAML body, or JSON {"manifest_yaml": "..."} or
-// {"manifest": {...}}.
+// submit accepts a YAML body, or JSON: the manifest itself, or
+// {"manifest_yaml": "..."} or {"manifest": {...}}.
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	doc, err := readManifest(w, r)
 	if err != nil {
@@ -97,17 +97,24 @@ func readManifest(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var wrapped struct {
 		ManifestYAML string          `json:"manifest_yaml"`
 		Manifest     json.RawMessage `json:"manifest"`
+		Kind         string          `json:"kind"`
 	}
 	if err := json.Unmarshal(body, &wrapped); err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "body is not JSON")
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, job.Errorf(job.CodeInvalidRequest, "body is not JSON: %s at byte %d", syn.Error(), syn.Offset)
+		}
+		return nil, job.Errorf(job.CodeInvalidRequest, "body is not a JSON object (a manifest, or {\"manifest\": {...}} or {\"manifest_yaml\": \"...\"})")
 	}
 	switch {
 	case wrapped.ManifestYAML != "":
 		return []byte(wrapped.ManifestYAML), nil
 	case len(wrapped.Manifest) > 0:
 		return wrapped.Manifest, nil // JSON is YAML
+	case wrapped.Kind != "":
+		return body, nil // the manifest itself
 	default:
-		return nil, job.Errorf(job.CodeInvalidRequest, "JSON body needs manifest_yaml or manifest")
+		return nil, job.Errorf(job.CodeInvalidRequest, "JSON body is neither a task manifest (kind: Task) nor {\"manifest\": {...}} or {\"manifest_yaml\": \"...\"}")
 	}
 }
 
