@@ -26,7 +26,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 	if err != nil {
 		return View{}, notFound(id)
 	}
-	if rec.Status == job.StatusQueued {
+	// A job recorded running that no process executes (its runner was
+	// killed; the queue will deliver it again) is cancelled like a queued
+	// one, or the cancel would be lost and the job run again. Only where
+	// this store sees every execution (no workers of other hosts).
+	orphaned := rec.Status == job.StatusRunning && !s.cfg.Runner.Config().SharedStore && !st.RunLocked(id)
+	if rec.Status == job.StatusQueued || orphaned {
 		if req, err := st.ReadRequest(id); err == nil {
 			res := s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunCanceled, "job was canceled before it started"), rec.Attempt)
 			if err := s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: res.Status}); err != nil {

@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agent-runner/agent-runner/client"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/validation"
 )
 
 // serverFlags are shared by the client verbs.
@@ -33,7 +39,7 @@ func envOr(key, def string) string {
 
 func init() {
 	var sf serverFlags
-	var requestPath string
+	var requestPath, backendKind string
 	var wait bool
 	submit := &cobra.Command{
 		Use:   "submit --request FILE|-",
@@ -43,6 +49,11 @@ func init() {
 			data, err := readInput(requestPath)
 			if err != nil {
 				return err
+			}
+			if backendKind != "" {
+				if data, err = withBackend(data, backendKind); err != nil {
+					return err
+				}
 			}
 			ctx, stop := signalContext()
 			defer stop()
@@ -64,6 +75,7 @@ func init() {
 	sf.add(submit)
 	submit.Flags().StringVar(&requestPath, "request", "-", "RunJobRequest JSON file, or - for stdin")
 	submit.Flags().BoolVar(&wait, "wait", false, "wait for the result and print it")
+	submit.Flags().StringVar(&backendKind, "backend", "", "override backend.kind (linux_sandbox, local_process, ...)")
 	rootCmd.AddCommand(submit)
 
 	rootCmd.AddCommand(jobVerb("status JOB_ID", "Print a job's status, or its result once terminal", func(ctx context.Context, c *client.Client, id string) error {
@@ -85,6 +97,10 @@ func init() {
 		}
 		res, err := c.Wait(ctx, id, 0)
 		if err != nil {
+			if timeout > 0 && ctx.Err() != nil {
+				// The server was reached; the job is just not done.
+				return job.Errorf(job.CodeNotTerminal, "job %s has not finished after %s", id, timeout).With("job_id", id)
+			}
 			return err
 		}
 		return writeResult("", res)
@@ -143,4 +159,62 @@ func jobVerb(use, short string, fn func(ctx context.Context, c *client.Client, i
 	}
 	sf.add(cmd)
 	return cmd
+}
+
+// withBackend sets backend.kind in a raw request, keeping the rest of it
+// (and of its backend object) as sent.
+func withBackend(data []byte, kind string) ([]byte, error) {
+	var req map[string]any
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, job.Errorf(job.CodeInvalidRequest, "request is not a JSON object: %v", err)
+	}
+	b, _ := req["backend"].(map[string]any)
+	if b == nil {
+		b = map[string]any{}
+	}
+	b["kind"] = validation.NormalizeKind(kind)
+	req["backend"] = b
+	return json.Marshal(req)
+}
+
+func init() {
+	var sf serverFlags
+	var status, cursor string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the server's jobs (oldest first; --status to filter, --cursor for the next page)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if status != "" {
+				q.Set("status", status)
+			}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			if limit > 0 {
+				q.Set("limit", strconv.Itoa(limit))
+			}
+			path := "/v1/jobs"
+			if len(q) > 0 {
+				path += "?" + q.Encode()
+			}
+			resp, err := sf.client().Do(cmd.Context(), http.MethodGet, path, "", nil, nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var page any
+			if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
+				return job.Wrap(job.CodeRunIOFailed, err, "the server's answer is not JSON")
+			}
+			return writeResult("", page)
+		},
+	}
+	sf.add(list)
+	list.Flags().StringVar(&status, "status", "", "only jobs in these statuses (comma list: queued,running,completed,...)")
+	list.Flags().StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
+	list.Flags().IntVar(&limit, "limit", 0, "jobs per page (1..1000; default the server's)")
+	rootCmd.AddCommand(list)
 }

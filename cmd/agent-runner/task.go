@@ -122,13 +122,30 @@ func init() {
 	}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "stream until the task ends")
 	taskCmd.AddCommand(logs)
-	taskCmd.AddCommand(&cobra.Command{
-		Use: "cancel TASK_ID", Short: "Cancel a task", Args: cobra.ExactArgs(1),
+	var cancelWait time.Duration
+	cancelCmd := &cobra.Command{
+		Use: "cancel TASK_ID", Short: "Cancel a task and print its status once it has ended (or after --wait)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, err := c.printJSON(cmd.Context(), http.MethodDelete, "/api/v1/tasks/"+url.PathEscape(args[0]))
+			ctx := cmd.Context()
+			resp, err := c.do(ctx, http.MethodDelete, "/api/v1/tasks/"+url.PathEscape(args[0]), "", nil)
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			// The answer to DELETE is the state the cancel found; the
+			// state it leads to comes a moment later.
+			cl := c.sf.client()
+			wctx, stop := context.WithTimeout(ctx, cancelWait)
+			defer stop()
+			if _, err := cl.WaitTask(wctx, args[0], 100*time.Millisecond); err != nil && wctx.Err() == nil {
+				return err
+			}
+			_, err = c.printJSON(ctx, http.MethodGet, "/api/v1/tasks/"+url.PathEscape(args[0]))
 			return err
 		},
-	})
+	}
+	cancelCmd.Flags().DurationVar(&cancelWait, "wait", 30*time.Second, "how long to wait for the task to end before printing its status")
+	taskCmd.AddCommand(cancelCmd)
 	taskCmd.AddCommand(&cobra.Command{
 		Use: "artifacts TASK_ID", Short: "List a finished task's artifacts with checksums", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -53,10 +53,18 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	if neg {
 		ts.Fatalf("serve does not take !")
 	}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	noToken := fs.Bool("notoken", false, "no token file")
-	port := fs.Int("port", 0, "port (0: the last one this script used, or a free one)")
-	ts.Check(fs.Parse(args))
+	// Its own flags come first; the rest go to serve as they are.
+	noToken, port := new(bool), new(int)
+	for len(args) > 0 {
+		if args[0] == "-notoken" {
+			*noToken = true
+		} else if v, ok := strings.CutPrefix(args[0], "-port="); ok {
+			*port, _ = strconv.Atoi(v)
+		} else {
+			break
+		}
+		args = args[1:]
+	}
 	work := ts.Getenv("WORK")
 	if servers[work] != nil {
 		ts.Fatalf("serve is already running (stopserve first)")
@@ -79,7 +87,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(os.WriteFile(tokens, []byte("sha256:"+hex.EncodeToString(sum[:])+" admin acceptance\n"), 0o600))
 		argv = append(argv, "--token-file", tokens)
 	}
-	argv = append(argv, fs.Args()...)
+	argv = append(argv, args...)
 	cmd := exec.Command(filepath.Join(binDir, "agent-runner"), argv...)
 	cmd.Dir = ts.MkAbs(".")
 	cmd.Env = scriptEnv(ts)
