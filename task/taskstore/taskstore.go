@@ -80,6 +80,17 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if t.ParentID != "" {
+		// A manifest naming its parent is a child whoever submits it:
+		// the parent must exist, and the child meets its parent's bounds.
+		if !ValidID(t.ParentID) {
+			return "", job.Errorf(job.CodeInvalidRequest, "parent_id %q is not a valid task id", t.ParentID).With("field", "parent_id")
+		}
+		if _, err := os.Stat(s.Dir(t.ParentID)); err != nil {
+			return "", job.Errorf(job.CodeJobNotFound, "parent task %s does not exist", t.ParentID).With("parent_id", t.ParentID)
+		}
+		return s.SubmitChild(t.ParentID, manifestYAML)
+	}
 	if err := lifecycle.Admit(s.Lifecycle, t); err != nil {
 		return "", err
 	}
