@@ -27,6 +27,13 @@ type Config struct {
 	// memory, CPU and process limits cannot be applied, instead of
 	// running with them reported not enforced.
 	RequireLimits bool
+	// AllowUnenforcedLimits is the operator's consent (the doors'
+	// --allow-unenforced-limits) to run a job that asks for a memory, CPU
+	// or process limit the backend cannot apply, reported not_enforced.
+	// Without it an isolating backend refuses such a job
+	// (backend.unavailable) before any of its code runs: limits fail
+	// closed.
+	AllowUnenforcedLimits bool
 }
 
 // Factory builds a backend from its configuration. It checks cfg (a

@@ -147,14 +147,21 @@ type resolved struct {
 	pinned bool
 }
 
+// pinned returns the operator's pin of host:port (or of host, for any
+// port), if there is one.
+func (g *Gateway) pinned(host string, port int) (netip.Addr, bool) {
+	if ip, ok := g.pins[host+":"+strconv.Itoa(port)]; ok {
+		return ip, true
+	}
+	ip, ok := g.pins[host]
+	return ip, ok
+}
+
 // resolve finds the addresses of host:port: the operator's pin, or the
 // resolver's answer, refused whole (internal_address) if any address in
 // it is internal or one of this host's own.
 func (g *Gateway) resolve(ctx context.Context, host string, port int) (resolved, *refusal) {
-	if ip, ok := g.pins[host+":"+strconv.Itoa(port)]; ok {
-		return resolved{addrs: []netip.Addr{ip}, pinned: true}, nil
-	}
-	if ip, ok := g.pins[host]; ok {
+	if ip, ok := g.pinned(host, port); ok {
 		return resolved{addrs: []netip.Addr{ip}, pinned: true}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.dialTimeout)

@@ -204,13 +204,21 @@ func (cc *clientConn) connect(req *http.Request) {
 }
 
 // open checks host:port against the run's rules, resolves it and dials
-// it; the connection is tracked by the session.
+// it; the connection is tracked by the session. Every check that needs no
+// answer from the resolver (the rule, host and port; the run's cap on
+// distinct names) comes before the lookup, so a name refused for them
+// never reaches the host's resolver.
 func (s *session) open(host string, port int, rec *record) (net.Conn, *refusal) {
 	rule, ok := s.match(host, port)
 	if !ok {
 		return nil, refuse(ReasonNotAllowed, "no rule of the run matches")
 	}
 	rec.rule = rule.String()
+	if _, ok := s.g.pinned(host, port); !ok {
+		if f := s.names.admit(host); f != nil {
+			return nil, f
+		}
+	}
 	r, f := s.g.resolve(s.ctx, host, port)
 	if len(r.addrs) > 0 {
 		rec.d.Addr = netip.AddrPortFrom(r.addrs[0], uint16(port)).String()

@@ -9,15 +9,21 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
-// Decision is the audit record of one connection, written when it ends.
-// It never holds a secret's value.
+// Decision is the audit record of one connection, written when it ends,
+// or (ModeSummary) of refusals counted rather than recorded one by one,
+// or (ModeTruncated) the mark of an audit log at its byte cap. It never
+// holds a secret's value.
 type Decision struct {
-	Time time.Time `json:"time"` // when the connection was accepted
+	// Time is when the connection was accepted; of a summary, when the
+	// first refusal it counts was.
+	Time time.Time `json:"time"`
+	// Last is, of a summary, when the last refusal it counts was.
+	Last time.Time `json:"last,omitzero"`
 	Run  string    `json:"run"`
-	Host string    `json:"host"` // the requested name, lowercase
+	Host string    `json:"host"` // the requested name, lowercase; "*" in a summary of other hosts
 	Port int       `json:"port"`
 	Addr string    `json:"addr,omitempty"` // the dialed ip:port
-	Mode string    `json:"mode"`           // ModeTunnel, ModeHTTP or ModeIntercept
+	Mode string    `json:"mode"`           // ModeTunnel, ModeHTTP, ModeIntercept, ModeSummary or ModeTruncated
 	// Allowed is true when the connection reached its upstream and ended
 	// without a refusal.
 	Allowed bool `json:"allowed"`
@@ -28,6 +34,8 @@ type Decision struct {
 	BytesDown int64         `json:"bytes_down"` // read from the upstream
 	Error     string        `json:"error,omitempty"`
 	Duration  time.Duration `json:"duration_ns"`
+	// Count is, of a summary, the number of refusals it stands for.
+	Count int64 `json:"count,omitempty"`
 }
 
 // Modes of a Decision.
@@ -35,7 +43,12 @@ const (
 	ModeTunnel    = "tunnel"    // CONNECT, bytes passed through untouched after the SNI check
 	ModeHTTP      = "http"      // plain HTTP requests read and forwarded one by one
 	ModeIntercept = "intercept" // TLS terminated with the run CA; secrets added to headers
+	ModeSummary   = "summary"   // refusals of one (host, reason) counted, not recorded one by one
+	ModeTruncated = "truncated" // the audit log's last line: it reached its byte cap
 )
+
+// RuleTruncated is the Rule of a ModeTruncated mark.
+const RuleTruncated = "max_audit_bytes"
 
 // Refusal reason codes, the Rule of a refused Decision.
 const (
@@ -50,6 +63,7 @@ const (
 	ReasonUpstreamTLS     = "upstream_tls"     // an intercepted upstream failed TLS verification
 	ReasonBadRequest      = "bad_request"      // not a proxy request, or a malformed one
 	ReasonTooMany         = "too_many_connections"
+	ReasonTooManyNames    = "too_many_names" // the run already had Config.MaxNames distinct names looked up
 )
 
 // reasonText is the readable half of a refusal body.
@@ -65,6 +79,7 @@ var reasonText = map[string]string{
 	ReasonUpstreamTLS:     "upstream TLS verification failed",
 	ReasonBadRequest:      "not a proxy request",
 	ReasonTooMany:         "too many concurrent connections for this run",
+	ReasonTooManyNames:    "this run has looked up as many distinct names as it may",
 }
 
 // refusal ends a connection: a reason code and a detail for the audit

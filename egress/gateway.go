@@ -22,6 +22,11 @@ const (
 	DefaultHeaderTimeout = 10 * time.Second
 	DefaultIdleTimeout   = 90 * time.Second
 	DefaultDialTimeout   = 10 * time.Second
+
+	DefaultMaxNames          = 256              // distinct names a run may have resolved
+	DefaultRefusalsPerKey    = 5                // refusals recorded one by one per (host, reason)
+	DefaultMaxRefusalRecords = 100              // refusals recorded one by one per run
+	DefaultSummaryInterval   = 10 * time.Second // between refusal summaries and refusal log lines
 )
 
 // Config is the operator's side of the gateway, shared by all runs.
@@ -36,14 +41,32 @@ type Config struct {
 	// Metrics, when set, receives agent_runner_egress_connections_total
 	// {decision} and agent_runner_egress_bytes_total{direction}.
 	Metrics prometheus.Registerer
-	// Logger, when set, receives one line per Decision (refusals at Info,
-	// the rest at Debug) in the group "egress".
+	// Logger, when set, receives a line per allowed Decision at Debug and,
+	// at Info, at most one refusal per SummaryInterval per run (with the
+	// count of refusals not logged since the last line) and one line at
+	// the end of a run that had refusals not logged or not recorded, all
+	// in the group "egress".
 	Logger *slog.Logger
 
 	MaxConns      int           // concurrent connections per run; 0: DefaultMaxConns
 	HeaderTimeout time.Duration // to read a request's header or a tunnel's first bytes; 0: DefaultHeaderTimeout
 	IdleTimeout   time.Duration // between requests on a kept-alive connection; 0: DefaultIdleTimeout
 	DialTimeout   time.Duration // to resolve and connect an upstream; 0: DefaultDialTimeout
+
+	// MaxNames bounds the distinct names a run has the gateway look up on
+	// the host's resolver (pinned names aside): past it a new name is
+	// refused (too_many_names) without a lookup. It bounds what a run can
+	// send out through DNS labels under a wildcard rule. 0: DefaultMaxNames.
+	MaxNames int
+	// RefusalsPerKey and MaxRefusalRecords bound the refusals recorded one
+	// by one (to Run.Audit): the first RefusalsPerKey per (host, reason),
+	// at most MaxRefusalRecords per run. Later refusals are counted into
+	// summary Decisions (ModeSummary), written every SummaryInterval and
+	// when the run's Serve ends. 0: DefaultRefusalsPerKey,
+	// DefaultMaxRefusalRecords, DefaultSummaryInterval.
+	RefusalsPerKey    int
+	MaxRefusalRecords int
+	SummaryInterval   time.Duration
 }
 
 // Gateway serves the egress listeners of runs. One Gateway serves any
@@ -61,6 +84,11 @@ type Gateway struct {
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 	dialTimeout   time.Duration
+
+	maxNames        int
+	refusalsPerKey  int
+	maxRefusals     int
+	summaryInterval time.Duration
 }
 
 // New checks cfg and builds a Gateway.
@@ -91,6 +119,11 @@ func New(cfg Config) (*Gateway, error) {
 		headerTimeout: orDefault(cfg.HeaderTimeout, DefaultHeaderTimeout),
 		idleTimeout:   orDefault(cfg.IdleTimeout, DefaultIdleTimeout),
 		dialTimeout:   orDefault(cfg.DialTimeout, DefaultDialTimeout),
+
+		maxNames:        orDefault(cfg.MaxNames, DefaultMaxNames),
+		refusalsPerKey:  orDefault(cfg.RefusalsPerKey, DefaultRefusalsPerKey),
+		maxRefusals:     orDefault(cfg.MaxRefusalRecords, DefaultMaxRefusalRecords),
+		summaryInterval: orDefault(cfg.SummaryInterval, DefaultSummaryInterval),
 	}, nil
 }
 
@@ -106,9 +139,11 @@ type Run struct {
 	ID       string
 	Rules    []Rule    // the allowlist, already narrowed to the operator's ceiling (Within)
 	Bindings []Binding // secrets and the hosts they may be sent to
-	// Audit receives one Decision per connection when it ends. It is
-	// called from connection goroutines, concurrently: it must be safe
-	// for concurrent use. nil drops the records.
+	// Audit receives one Decision per allowed connection when it ends,
+	// the first refusals one by one, and summaries of the later ones
+	// (Config.RefusalsPerKey). It is called from connection goroutines,
+	// concurrently: it must be safe for concurrent use. nil drops the
+	// records.
 	Audit func(Decision)
 }
 
@@ -130,9 +165,11 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, run *Run, ca *CA) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s := &session{g: g, run: run, ca: ca, ctx: ctx, conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, g.maxConns)}
+	s := &session{g: g, run: run, ca: ca, ctx: ctx, conns: map[net.Conn]struct{}{}, slots: make(chan struct{}, g.maxConns),
+		names: newNameSet(g.maxNames), refusals: newRefusals(g.refusalsPerKey, g.maxRefusals, g.summaryInterval)}
 	stopClose := context.AfterFunc(ctx, func() { ln.Close(); s.closeAll() })
 	defer stopClose()
+	stopSummaries := s.summarizeEvery(g.summaryInterval)
 
 	var err error
 	backoff := time.Duration(0)
@@ -177,6 +214,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener, run *Run, ca *CA) 
 	ln.Close()
 	s.closeAll()
 	s.wg.Wait()
+	stopSummaries()
+	s.finishRefusals()
 	if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -198,6 +237,9 @@ type session struct {
 
 	wg    sync.WaitGroup
 	slots chan struct{}
+
+	names    *nameSet  // distinct names looked up (Config.MaxNames)
+	refusals *refusals // what of the refusals is recorded and logged
 
 	mu     sync.Mutex
 	closed bool

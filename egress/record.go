@@ -49,8 +49,9 @@ func (r *record) fail(msg string) {
 	}
 }
 
-// emit completes the record and hands it to the audit sink, the metrics
-// and the log. Secret values are redacted from the error text.
+// emit completes the record and hands it to the metrics, and, for an
+// allowed connection or a refusal the run's refusals let through, to the
+// audit sink and the log. Secret values are redacted from the error text.
 func (s *session) emit(r *record) {
 	d := r.d
 	d.Duration = time.Since(d.Time)
@@ -68,16 +69,25 @@ func (s *session) emit(r *record) {
 	}
 	d.Error = redact(d.Error, s.run.Bindings)
 	s.g.metrics.observe(d)
+	rec, log, unlogged := true, true, int64(0)
 	level := slog.LevelDebug
 	if !d.Allowed {
 		level = slog.LevelInfo
+		rec, log, unlogged = s.refusals.note(d, time.Now())
 	}
-	s.g.log.LogAttrs(s.ctx, level, "egress connection",
-		slog.String(logKeyRun, d.Run), slog.String(logKeyHost, d.Host), slog.Int(logKeyPort, d.Port),
-		slog.String(logKeyAddr, d.Addr), slog.String(logKeyMode, d.Mode), slog.Bool(logKeyAllowed, d.Allowed),
-		slog.String(logKeyRule, d.Rule), slog.Int64(logKeyUp, d.BytesUp), slog.Int64(logKeyDown, d.BytesDown),
-		slog.String(logKeyError, d.Error))
-	if s.run.Audit != nil {
+	if log {
+		attrs := []slog.Attr{
+			slog.String(logKeyRun, d.Run), slog.String(logKeyHost, d.Host), slog.Int(logKeyPort, d.Port),
+			slog.String(logKeyAddr, d.Addr), slog.String(logKeyMode, d.Mode), slog.Bool(logKeyAllowed, d.Allowed),
+			slog.String(logKeyRule, d.Rule), slog.Int64(logKeyUp, d.BytesUp), slog.Int64(logKeyDown, d.BytesDown),
+			slog.String(logKeyError, d.Error),
+		}
+		if unlogged > 0 {
+			attrs = append(attrs, slog.Int64(logKeyUnlogged, unlogged))
+		}
+		s.g.log.LogAttrs(s.ctx, level, "egress connection", attrs...)
+	}
+	if rec && s.run.Audit != nil {
 		s.run.Audit(d)
 	}
 }

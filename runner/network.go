@@ -10,8 +10,21 @@ import (
 )
 
 // EgressFile is the run record's audit of egress decisions: one JSON
-// egress.Decision per connection (docs/egress.md).
+// egress.Decision per allowed connection, the first refusals one by one
+// and summaries of the rest, up to egressRecordBytes (docs/egress.md).
 const EgressFile = "egress.jsonl"
+
+// egressShare is the part of max_run_record_bytes EgressFile may take.
+const egressShare = 8
+
+// egressRecordBytes is the cap of the job's EgressFile: an eighth of its
+// max_run_record_bytes, at most egress.DefaultMaxAuditBytes.
+func egressRecordBytes(l job.Limits) int64 {
+	if l.MaxRunRecordBytes <= 0 {
+		return egress.DefaultMaxAuditBytes
+	}
+	return max(min(l.MaxRunRecordBytes/egressShare, egress.DefaultMaxAuditBytes), 1)
+}
 
 // networkRules checks the request's network mode against the operator's
 // settings and returns the allowlist of an "allowlist" job.
@@ -35,10 +48,12 @@ func (r *Runner) networkRules(p job.Policy) ([]egress.Rule, *job.Error) {
 	return nil, nil
 }
 
-// openEgress starts the job's gateway bridge. Every decision is appended
-// to the run record's egress.jsonl and handed to Options.Egress.
+// openEgress starts the job's gateway bridge. Every decision the gateway
+// records (refusals past its caps are summarized) is appended to the run
+// record's egress.jsonl, within egressRecordBytes, and handed to
+// Options.Egress.
 func (e *execution) openEgress(ctx context.Context, rules []egress.Rule) (*backend.Egress, func(), error) {
-	log := egress.NewAuditLog(filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile))
+	log := egress.NewAuditLogMax(filepath.Join(e.r.store.RunDir(e.req.JobID), EgressFile), egressRecordBytes(e.req.Limits))
 	audit := func(d egress.Decision) {
 		if err := log.Write(d); err != nil {
 			e.log().Warn("cannot record an egress decision", "error", err)

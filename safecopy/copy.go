@@ -30,10 +30,7 @@ func (r *Root) Copy(ctx context.Context, rel string, w io.Writer, limit int64) (
 		return 0, fmt.Errorf("%s: %d bytes, cap %d: %w", rel, info.Size, limit, ErrTooLarge)
 	}
 	n, err := copyCapped(ctx, w, f, limit)
-	if errors.Is(err, ErrTooLarge) {
-		return n, fmt.Errorf("%s: grew past its cap of %d bytes while it was read: %w", rel, limit, err)
-	}
-	return n, err
+	return n, grewPast(rel, limit, err)
 }
 
 // Copied is what CopyFile wrote.
@@ -52,6 +49,12 @@ func (r *Root) CopyFile(ctx context.Context, rel, dst string, perm fs.FileMode, 
 		return Copied{}, err
 	}
 	defer f.Close()
+	return writeFile(ctx, f, info, rel, dst, perm, limit)
+}
+
+// writeFile copies the open file f (rel, described by info) to dst for
+// CopyFile and CopyListed.
+func writeFile(ctx context.Context, f *os.File, info Info, rel, dst string, perm fs.FileMode, limit int64) (Copied, error) {
 	if limit >= 0 && info.Size > limit {
 		return Copied{}, fmt.Errorf("%s: %d bytes, cap %d: %w", rel, info.Size, limit, ErrTooLarge)
 	}
@@ -69,12 +72,17 @@ func (r *Root) CopyFile(ctx context.Context, rel, dst string, perm fs.FileMode, 
 	}
 	if err != nil {
 		os.Remove(dst)
-		if errors.Is(err, ErrTooLarge) {
-			err = fmt.Errorf("%s: grew past its cap of %d bytes while it was read: %w", rel, limit, err)
-		}
-		return Copied{}, err
+		return Copied{}, grewPast(rel, limit, err)
 	}
 	return Copied{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// grewPast says which file passed its cap while it was read.
+func grewPast(rel string, limit int64, err error) error {
+	if errors.Is(err, ErrTooLarge) {
+		return fmt.Errorf("%s: grew past its cap of %d bytes while it was read: %w", rel, limit, err)
+	}
+	return err
 }
 
 // copyCapped copies at most limit bytes of src to w (NoLimit: all of

@@ -1,13 +1,16 @@
 // Package safecopy reads files out of a directory tree that a job or an
 // agent could have written, for the host's own copies of it (snapshot
-// restore, job artifacts, task artifact patterns). Every path is resolved
-// from an open root directory descriptor without following a symlink
-// (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS,
-// or one openat(O_NOFOLLOW) per component where openat2 is missing); only
+// restore, job artifacts, task artifact patterns) and for the host's reads
+// of a workspace (its snapshot, the overlay layer fill, the read-only
+// mount digest). Every path is resolved from an open root directory
+// descriptor without following a symlink (openat2 with
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS, or one
+// openat(O_NOFOLLOW) per component where openat2 is missing); only
 // regular files are opened for reading, with O_NONBLOCK, so a FIFO or a
-// device never stalls the host; and every copy is capped on the bytes
+// device never stalls the host; every copy is capped on the bytes
 // actually read, so a sparse file or a file that grows is cut off at the
-// cap instead of filling the host's disk.
+// cap instead of filling the host's disk; and a file a walk listed is
+// read again only if it is the same file (OpenListed).
 package safecopy
 
 import (
@@ -37,6 +40,10 @@ var (
 	ErrBudget = errors.New("copy budget exhausted")
 	// ErrTooDeep: Walk met a tree deeper than MaxDepth.
 	ErrTooDeep = errors.New("directory tree is too deep")
+	// ErrChanged: the file opened is not the one a walk listed (another
+	// device or inode): it was replaced, or a directory on its path was,
+	// since the walk saw it.
+	ErrChanged = errors.New("file changed since it was listed")
 )
 
 // MaxDepth bounds how deep Walk descends (each level holds a descriptor).
@@ -90,14 +97,27 @@ type Info struct {
 	Size int64
 	Dev  uint64
 	Ino  uint64
+	// ModTime is the modification time in nanoseconds since the epoch.
+	ModTime int64
 	// Rdev is the device number of a device file (0/0 is an overlayfs
 	// whiteout).
 	Rdev uint64
 }
 
+// Stat describes the root directory itself.
+func (r *Root) Stat() (Info, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(r.fd, &st); err != nil {
+		return Info{}, classify("fstat", r.name, err)
+	}
+	return infoOf(&st), nil
+}
+
 // Lstat describes rel without following a symlink anywhere on its path.
+// rel may be a path as Walk reports it, with any bytes a name can hold
+// (see nameRel).
 func (r *Root) Lstat(rel string) (Info, error) {
-	clean, err := cleanRel(rel)
+	clean, err := nameRel(rel)
 	if err != nil {
 		return Info{}, err
 	}
@@ -123,6 +143,11 @@ func (r *Root) Open(rel string) (*os.File, Info, error) {
 	if err != nil {
 		return nil, Info{}, err
 	}
+	return r.open(clean)
+}
+
+// open is Open for a path already checked.
+func (r *Root) open(clean string) (*os.File, Info, error) {
 	dfd, base, err := r.parent(clean)
 	if err != nil {
 		return nil, Info{}, err
@@ -208,7 +233,7 @@ func classify(op, p string, err error) error {
 }
 
 func infoOf(st *unix.Stat_t) Info {
-	return Info{Mode: modeOf(st.Mode), Size: st.Size, Dev: st.Dev, Ino: st.Ino, Rdev: st.Rdev}
+	return Info{Mode: modeOf(st.Mode), Size: st.Size, Dev: st.Dev, Ino: st.Ino, ModTime: st.Mtim.Nano(), Rdev: st.Rdev}
 }
 
 func modeOf(m uint32) fs.FileMode {

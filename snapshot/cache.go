@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 )
 
 // Cache file names inside one cached layer directory.
@@ -23,8 +26,17 @@ const (
 // which is the job's workspace_snapshot_sha256. A file changed in place
 // with its size and mtime preserved would keep the fingerprint; that is
 // the same trade-off build tools make with stat caches.
+//
+// src is opened once and read, for the fingerprint and for the fill, the
+// way Copy reads it: beneath that descriptor, no symlink followed at any
+// level, every file the one the walk listed.
 func OverlayLower(ctx context.Context, cacheDir, src string, opt Options) (string, Manifest, error) {
-	key, err := fingerprint(ctx, src, opt)
+	root, err := safecopy.OpenRoot(src)
+	if err != nil {
+		return "", Manifest{}, job.Wrap(job.CodeSnapshotFailed, err, "cannot open the workspace")
+	}
+	defer root.Close()
+	key, err := fingerprint(ctx, root, opt)
 	if err != nil {
 		return "", Manifest{}, snapshotErr(err)
 	}
@@ -40,7 +52,7 @@ func OverlayLower(ctx context.Context, cacheDir, src string, opt Options) (strin
 		return "", Manifest{}, snapshotErr(err)
 	}
 	os.Chmod(tmp, 0o755)
-	m, err := Copy(ctx, src, filepath.Join(tmp, layerTree), opt)
+	m, err := copyTree(ctx, root, filepath.Join(tmp, layerTree), opt)
 	if err != nil {
 		os.RemoveAll(tmp)
 		return "", Manifest{}, err

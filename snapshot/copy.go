@@ -4,15 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
+	"sync/atomic"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 )
 
 // Manifest describes a finished snapshot.
@@ -43,14 +44,29 @@ const copyWorkers = 4
 
 // Copy snapshots src into dst (which must not exist or be empty) and
 // returns the manifest. File modes keep only permission bits; setuid,
-// setgid and sticky bits are dropped.
+// setgid and sticky bits are dropped. src is read from one descriptor
+// with package safecopy: the walk and every file's open resolve paths
+// beneath it without following a symlink at any level, and a file is
+// copied only if it is the one the walk listed (same device and inode),
+// so a directory of the workspace swapped for a link to a host directory
+// while the snapshot is taken never brings a host file into it (the
+// snapshot fails with run.snapshot_failed instead).
 func Copy(ctx context.Context, src, dst string, opt Options) (Manifest, error) {
+	root, err := safecopy.OpenRoot(src)
+	if err != nil {
+		return Manifest{}, job.Wrap(job.CodeSnapshotFailed, err, "cannot open the workspace")
+	}
+	defer root.Close()
+	return copyTree(ctx, root, dst, opt)
+}
+
+func copyTree(ctx context.Context, root *safecopy.Root, dst string, opt Options) (Manifest, error) {
 	var m Manifest
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		return m, job.Wrap(job.CodeSnapshotFailed, err, "cannot create snapshot directory")
 	}
 	var entries []Entry
-	skips, err := Walk(ctx, src, opt, func(e Entry) error {
+	skips, err := walk(ctx, root, opt, func(e Entry) error {
 		if e.Mode.IsDir() && len(opt.Include) > 0 {
 			return nil // with includes, directories exist only as parents
 		}
@@ -93,12 +109,28 @@ func Copy(ctx context.Context, src, dst string, opt Options) (Manifest, error) {
 			}
 		}
 	}
-	if err := copyFiles(ctx, src, dst, entries, sums); err != nil {
+	copied, err := copyFiles(ctx, root, dst, entries, sums, fileCap(opt))
+	if err != nil {
 		return m, snapshotErr(err)
+	}
+	// The bytes read, not the sizes listed: a file may have grown since
+	// the walk, and Restore caps a replay on this count.
+	m.Bytes = copied
+	if opt.MaxBytes > 0 && m.Bytes > opt.MaxBytes {
+		return m, job.Errorf(job.CodeSnapshotFailed, "workspace is larger than %d bytes", opt.MaxBytes)
 	}
 	m.SHA256 = digest(entries, sums)
 	m.Entries = records(entries, sums)
 	return m, nil
+}
+
+// fileCap bounds the bytes read from one file: a file that grows past
+// the whole snapshot's cap while it is copied is cut off.
+func fileCap(opt Options) int64 {
+	if opt.MaxBytes > 0 {
+		return opt.MaxBytes
+	}
+	return safecopy.NoLimit
 }
 
 func snapshotErr(err error) error {
@@ -108,15 +140,26 @@ func snapshotErr(err error) error {
 	if err == context.Canceled || err == context.DeadlineExceeded {
 		return job.Wrap(job.CodeRunCanceled, err, "snapshot canceled")
 	}
+	if errors.Is(err, safecopy.ErrChanged) || errors.Is(err, safecopy.ErrSymlink) || errors.Is(err, safecopy.ErrNotRegular) {
+		return job.Wrap(job.CodeSnapshotFailed, err, "the workspace changed while it was snapshotted")
+	}
 	return job.Wrap(job.CodeSnapshotFailed, err, "workspace snapshot failed")
 }
 
-func copyFiles(ctx context.Context, src, dst string, entries []Entry, sums []string) error {
+// copyFiles copies the regular files of entries, filling sums, and
+// returns the bytes copied. Each is opened beneath root without following
+// a symlink at any level and must be the file the walk listed (device and
+// inode, safecopy.ErrChanged otherwise); it is opened with O_NONBLOCK and
+// checked with fstat, so a FIFO swapped in never blocks; its copy gets the
+// permission bits both the walk and the open saw, so it is never written
+// more readable than it was listed; a failed copy leaves nothing behind.
+func copyFiles(ctx context.Context, root *safecopy.Root, dst string, entries []Entry, sums []string, limit int64) (int64, error) {
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
 		firstErr error
 		work     = make(chan int)
+		total    atomic.Int64
 	)
 	for w := 0; w < copyWorkers; w++ {
 		wg.Add(1)
@@ -124,12 +167,13 @@ func copyFiles(ctx context.Context, src, dst string, entries []Entry, sums []str
 			defer wg.Done()
 			for i := range work {
 				e := entries[i]
-				sum, err := copyFile(filepath.Join(src, filepath.FromSlash(e.Rel)), filepath.Join(dst, filepath.FromSlash(e.Rel)), e.Mode.Perm())
+				c, err := root.CopyListed(ctx, e.Rel, filepath.Join(dst, filepath.FromSlash(e.Rel)), e.seen(), limit)
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					continue
 				}
-				sums[i] = sum
+				sums[i] = c.SHA256
+				total.Add(c.Size)
 			}
 		}()
 	}
@@ -145,36 +189,9 @@ func copyFiles(ctx context.Context, src, dst string, entries []Entry, sums []str
 	close(work)
 	wg.Wait()
 	if firstErr != nil {
-		return firstErr
+		return 0, firstErr
 	}
-	return ctx.Err()
-}
-
-// copyFile copies one regular file without following a symlink swapped in
-// after the walk (O_NOFOLLOW) or blocking on a FIFO swapped in
-// (O_NONBLOCK, then fstat: regular files only) and returns its SHA-256.
-func copyFile(from, to string, perm fs.FileMode) (string, error) {
-	in, err := os.OpenFile(from, os.O_RDONLY|noFollow|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return "", err
-	}
-	defer in.Close()
-	if fi, err := in.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is no longer a regular file", from)
-	}
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
-		out.Close()
-		return "", err
-	}
-	if err := out.Close(); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return total.Load(), ctx.Err()
 }
 
 // digest combines the entries into the workspace_snapshot_sha256. Each line

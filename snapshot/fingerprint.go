@@ -5,24 +5,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"sort"
 	"sync"
 
-	"golang.org/x/sys/unix"
+	"github.com/agent-runner/agent-runner/safecopy"
 )
 
 // fingerprintWorkers walk directories in parallel.
 const fingerprintWorkers = 4
 
 // fingerprint identifies a workspace state cheaply: a parallel walk that
-// stats every entry relative to its directory's descriptor (fstatat, no
-// full path resolution) and hashes (path, mode, size, mtime, inode, link
-// target) in sorted order, plus the include/exclude globs. Protected
-// directories are skipped; entries excluded by globs are still counted, so
-// the key is conservative (an excluded file changing only causes a new
-// layer, never a stale one).
-func fingerprint(ctx context.Context, src string, opt Options) (string, error) {
+// lists every directory from root's descriptor (no symlink followed at any
+// level: safecopy.Root.ReadDir) and hashes (path, mode, size, mtime,
+// inode, link target) in sorted order, plus the include/exclude globs.
+// Protected directories are skipped; entries excluded by globs are still
+// counted, so the key is conservative (an excluded file changing only
+// causes a new layer, never a stale one).
+func fingerprint(ctx context.Context, root *safecopy.Root, opt Options) (string, error) {
 	var (
 		mu      sync.Mutex
 		lines   []string
@@ -44,45 +43,23 @@ func fingerprint(ctx context.Context, src string, opt Options) (string, error) {
 			fail(ctx.Err())
 			return
 		}
-		full := src
-		if rel != "." {
-			full = src + "/" + rel
-		}
-		f, err := os.Open(full)
+		ents, err := root.ReadDir(rel)
 		if err != nil {
 			fail(err)
 			return
 		}
-		defer f.Close()
-		names, err := f.Readdirnames(-1)
-		if err != nil {
-			fail(err)
-			return
-		}
-		fd := int(f.Fd())
-		local := make([]string, 0, len(names))
-		for _, name := range names {
-			child := name
+		local := make([]string, 0, len(ents))
+		for _, ent := range ents {
+			child := ent.Name
 			if rel != "." {
-				child = rel + "/" + name
+				child = rel + "/" + ent.Name
 			}
 			if Protected(child) {
 				continue
 			}
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				fail(err)
-				return
-			}
-			target := ""
-			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				buf := make([]byte, 4096)
-				if n, err := unix.Readlinkat(fd, name, buf); err == nil {
-					target = string(buf[:n])
-				}
-			}
-			local = append(local, fmt.Sprintf("%s\x00%o\x00%d\x00%d.%d\x00%d\x00%s", child, st.Mode, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ino, target))
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			in := ent.Info
+			local = append(local, fmt.Sprintf("%s\x00%o\x00%d\x00%d\x00%d\x00%s", child, uint32(in.Mode), in.Size, in.ModTime, in.Ino, ent.Target))
+			if in.Mode.IsDir() {
 				pending.Add(1)
 				select {
 				case dirs <- child:
@@ -115,7 +92,9 @@ func fingerprint(ctx context.Context, src string, opt Options) (string, error) {
 	}
 	sort.Strings(lines)
 	h := sha256.New()
-	fmt.Fprintf(h, "v2\x00%q\x00%q\x00", opt.Include, opt.Exclude)
+	// v3: modes as fs.FileMode, mtimes in nanoseconds (v2 had the raw
+	// st_mode and sec.nsec); a layer made under v2 is filled once again.
+	fmt.Fprintf(h, "v3\x00%q\x00%q\x00", opt.Include, opt.Exclude)
 	for _, l := range lines {
 		h.Write([]byte(l))
 		h.Write([]byte{'\n'})

@@ -2,15 +2,10 @@ package snapshot
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/safecopy"
@@ -73,10 +68,17 @@ func Restore(ctx context.Context, src, dst string, m Manifest) error {
 	return nil
 }
 
-// Hash computes the workspace_snapshot_sha256 of src without copying it.
+// Hash computes the workspace_snapshot_sha256 of src without copying it,
+// reading src the way Copy does (from one descriptor, no symlink followed
+// at any level, each file the one the walk listed).
 func Hash(ctx context.Context, src string, opt Options) (string, error) {
+	root, err := safecopy.OpenRoot(src)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
 	var entries []Entry
-	if _, err := Walk(ctx, src, opt, func(e Entry) error {
+	if _, err := walk(ctx, root, opt, func(e Entry) error {
 		if e.Mode.IsDir() && len(opt.Include) > 0 {
 			return nil
 		}
@@ -90,22 +92,11 @@ func Hash(ctx context.Context, src string, opt Options) (string, error) {
 		if !e.Mode.IsRegular() {
 			continue
 		}
-		// O_NONBLOCK: a FIFO swapped in after the walk must not block.
-		f, err := os.OpenFile(filepath.Join(src, filepath.FromSlash(e.Rel)), os.O_RDONLY|noFollow|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		c, err := root.SumListed(ctx, e.Rel, e.seen(), fileCap(opt))
 		if err != nil {
 			return "", err
 		}
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			f.Close()
-			return "", fmt.Errorf("%s is no longer a regular file", e.Rel)
-		}
-		h := sha256.New()
-		_, err = io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			return "", err
-		}
-		sums[i] = hex.EncodeToString(h.Sum(nil))
+		sums[i] = c.SHA256
 	}
 	return digest(entries, sums), nil
 }

@@ -128,21 +128,41 @@ func TestRestoreCapsOnRecordedBytes(t *testing.T) {
 // a writer came).
 func TestCopyFileRefusesAFIFO(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+	f := filepath.Join(dir, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	root, err := safecopy.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	info, err := root.Lstat("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := Entry{Rel: "f", Mode: info.Mode, Size: info.Size, Dev: info.Dev, Ino: info.Ino}
+	if err := os.Remove(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(f, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		_, err := copyFile(fifo, filepath.Join(dir, "out"), 0o644)
+		_, err := copyFiles(context.Background(), root, out, []Entry{e}, make([]string, 1), safecopy.NoLimit)
 		done <- err
 	}()
 	select {
 	case err := <-done:
 		if err == nil {
-			t.Error("copyFile of a FIFO succeeded")
+			t.Error("copy of a file swapped for a FIFO succeeded")
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("copyFile still blocked on a FIFO after 10 s")
+		t.Fatal("copy still blocked on a FIFO after 10 s")
+	}
+	if _, err := os.Lstat(filepath.Join(out, "f")); err == nil {
+		t.Error("the refused copy left a file in the snapshot")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/safepath"
 )
 
@@ -30,6 +31,17 @@ func tree(t *testing.T, files map[string]string) string {
 		}
 	}
 	return root
+}
+
+// openRoot opens dir as a safecopy root for the test's lifetime.
+func openRoot(t testing.TB, dir string) *safecopy.Root {
+	t.Helper()
+	r, err := safecopy.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 func copied(t *testing.T, src string, opt Options) (Manifest, []string) {
@@ -303,8 +315,9 @@ func TestResolvesInside(t *testing.T) {
 		{"x", "missing/../d/e/f", true},
 		{"x", "missing/../../x", false},
 	}
+	r := openRoot(t, root)
 	for _, tt := range tests {
-		if got := resolvesInside(root, tt.rel, tt.target); got != tt.want {
+		if got := resolvesInside(r, tt.rel, tt.target); got != tt.want {
 			t.Errorf("resolvesInside(%q -> %q) = %v, want %v", tt.rel, tt.target, got, tt.want)
 		}
 	}
@@ -331,12 +344,17 @@ func FuzzResolvesInside(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	r, err := safecopy.OpenRoot(root)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { r.Close() })
 	f.Fuzz(func(t *testing.T, nested bool, target string) {
 		rel := "x"
 		if nested {
 			rel = "d/x"
 		}
-		if !symlinkInside(rel, target) || !resolvesInside(root, rel, target) {
+		if !symlinkInside(rel, target) || !resolvesInside(r, rel, target) {
 			return
 		}
 		link := filepath.Join(root, filepath.FromSlash(rel))
@@ -415,5 +433,27 @@ func TestSecret(t *testing.T) {
 		if got := Secret(tt.rel); got != tt.want {
 			t.Errorf("Secret(%q) = %v, want %v", tt.rel, got, tt.want)
 		}
+	}
+}
+
+// TestOddNamesCopied: names a directory may hold but safepath refuses
+// for paths people write (a backslash, a newline, invalid UTF-8) are
+// still copied and hashed, as they were before the walk read through a
+// descriptor.
+func TestOddNamesCopied(t *testing.T) {
+	names := []string{"back\\slash", "new\nline", "bad\xffutf8", "d/tab\tname"}
+	files := map[string]string{}
+	for _, n := range names {
+		files[n] = n
+	}
+	src := tree(t, files)
+	m, got := copied(t, src, Options{})
+	want := append([]string{}, names...)
+	sort.Strings(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("snapshot files (-want +got):\n%s", diff)
+	}
+	if h, err := Hash(context.Background(), src, Options{}); err != nil || h != m.SHA256 {
+		t.Errorf("Hash() = %s, %v; want the Copy hash %s", h, err, m.SHA256)
 	}
 }

@@ -2,14 +2,15 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/agent-runner/agent-runner/safecopy"
 )
 
 // Options selects the files of a workspace.
@@ -21,14 +22,20 @@ type Options struct {
 	MaxFiles int
 }
 
-// Entry is one selected workspace entry.
+// Entry is one selected workspace entry, as the walk saw it.
 type Entry struct {
 	Rel     string // slash-separated, relative to the workspace root
 	Mode    fs.FileMode
 	Size    int64
 	ModTime int64 // UnixNano
+	Dev     uint64
 	Ino     uint64
 	Target  string // symlink target, relative and inside the workspace
+}
+
+// seen is what the copy's open must find again.
+func (e Entry) seen() safecopy.Info {
+	return safecopy.Info{Mode: e.Mode, Size: e.Size, Dev: e.Dev, Ino: e.Ino, ModTime: e.ModTime}
 }
 
 // Skip records an entry left out and why.
@@ -46,22 +53,23 @@ const (
 )
 
 // Walk calls fn for every selected entry of src in lexical order, parents
-// before children. Directories are reported only when they are kept.
+// before children. Directories are reported only when they are kept. The
+// tree is read from a descriptor of src (itself not a symlink) with
+// safecopy: no symlink is followed at any level, so a directory swapped
+// for a link while the walk runs is not entered.
 func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([]Skip, error) {
+	root, err := safecopy.OpenRoot(src)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return walk(ctx, root, opt, fn)
+}
+
+func walk(ctx context.Context, root *safecopy.Root, opt Options, fn func(Entry) error) ([]Skip, error) {
 	var skips []Skip
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return ctxErr
-		}
-		rel, _ := filepath.Rel(src, p)
-		rel = filepath.ToSlash(rel)
-		if rel == "." {
-			return nil
-		}
-		isDir := d.IsDir()
+	err := root.Walk(ctx, func(rel string, info safecopy.Info) error {
+		isDir := info.Mode.IsDir()
 		if Protected(rel) {
 			skips = append(skips, Skip{rel, SkipProtected})
 			return skipEntry(isDir)
@@ -70,24 +78,17 @@ func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([
 			skips = append(skips, Skip{rel, SkipExcluded})
 			return skipEntry(isDir)
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		e := Entry{Rel: rel, Mode: info.Mode(), Size: info.Size(), ModTime: info.ModTime().UnixNano()}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			e.Ino = st.Ino
-		}
+		e := Entry{Rel: rel, Mode: info.Mode, Size: info.Size, ModTime: info.ModTime, Dev: info.Dev, Ino: info.Ino}
 		switch {
 		case isDir:
 			e.Size = 0
 			return fn(e)
-		case info.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+		case info.Mode&fs.ModeSymlink != 0:
+			target, err := root.Readlink(rel)
 			if err != nil {
 				return err
 			}
-			if !symlinkInside(rel, target) || !resolvesInside(src, rel, target) {
+			if !symlinkInside(rel, target) || !resolvesInside(root, rel, target) {
 				skips = append(skips, Skip{rel, SkipSymlink})
 				return nil
 			}
@@ -97,7 +98,7 @@ func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([
 			e.Target = target
 			e.Size = 0
 			return fn(e)
-		case !info.Mode().IsRegular():
+		case !info.Mode.IsRegular():
 			skips = append(skips, Skip{rel, SkipSpecial})
 			return nil
 		}
@@ -111,7 +112,7 @@ func Walk(ctx context.Context, src string, opt Options, fn func(Entry) error) ([
 
 func skipEntry(isDir bool) error {
 	if isDir {
-		return filepath.SkipDir
+		return fs.SkipDir
 	}
 	return nil
 }
@@ -180,8 +181,11 @@ const maxLinkHops = 40
 // way the kernel would, through any other links inside root, and reports
 // whether it stays under root. symlinkInside alone is lexical: with
 // "d/up" -> "..", the target "d/up/d/up/../../.." passes it but climbs out.
-// Components that do not exist are taken lexically.
-func resolvesInside(root, rel, target string) bool {
+// Components that do not exist are taken lexically. Every lookup goes
+// through root without following a link; one that meets a link on the way
+// (a directory swapped for one since) or fails otherwise counts as an
+// escape.
+func resolvesInside(root *safecopy.Root, rel, target string) bool {
 	var cur []string
 	if dir := path.Dir(rel); dir != "." {
 		cur = strings.Split(dir, "/")
@@ -202,14 +206,20 @@ func resolvesInside(root, rel, target string) bool {
 			continue
 		}
 		next := append(cur[:len(cur):len(cur)], c)
-		full := filepath.Join(root, filepath.FromSlash(strings.Join(next, "/")))
-		fi, err := os.Lstat(full)
-		if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		p := strings.Join(next, "/")
+		info, err := root.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			cur = next // missing, or below a file: lexical from here
+			continue
+		case err != nil:
+			return false
+		case info.Mode&fs.ModeSymlink == 0:
 			cur = next
 			continue
 		}
 		hops++
-		link, err := os.Readlink(full)
+		link, err := root.Readlink(p)
 		if err != nil || hops > maxLinkHops || link == "" || path.IsAbs(link) {
 			return false
 		}

@@ -18,9 +18,10 @@ func BenchmarkFingerprint(b *testing.B) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, []byte("x"), 0o644)
 	}
+	root := openRoot(b, src)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := fingerprint(context.Background(), src, Options{}); err != nil {
+		if _, err := fingerprint(context.Background(), root, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

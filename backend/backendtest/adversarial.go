@@ -51,6 +51,7 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"NoNestedNamespacesOrSharedCounters", advNoNestedNamespacesOrSharedCounters},
 		{"ExhaustionInOneSandboxLeavesOthersWorking", advExhaustionInOneSandboxLeavesOthersWorking},
 		{"ConcurrentSandboxesGetTheirOwnHostIDs", advConcurrentSandboxesGetTheirOwnHostIDs},
+		{"ProcShowsNothingOfTheHost", advProcShowsNothingOfTheHost},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}
@@ -549,6 +550,31 @@ func advConcurrentSandboxesGetTheirOwnHostIDs(t *testing.T, newBackend Factory) 
 		seen[m] = true
 		if strings.HasPrefix(m, "0 0 ") {
 			t.Errorf("a sandbox maps to host root: %q", m)
+		}
+	}
+}
+
+// advProcShowsNothingOfTheHost reads the host-identifying files of /proc
+// inside the sandbox: the kernel command line and the boot id must not be
+// the host's (a backend masks them, or has a kernel of its own).
+func advProcShowsNothingOfTheHost(t *testing.T, newBackend Factory) {
+	out, errs, o := Attack(t, newBackend(t), `
+for f in ["/proc/cmdline", "/proc/sys/kernel/random/boot_id"]:
+    try:
+        print(f, repr(open(f).read()))
+    except OSError as e:
+        print(f, "unreadable", e.strerror)
+`)
+	if o.Reason != job.ReasonExit {
+		t.Fatalf("outcome %+v stderr %q", o, errs)
+	}
+	for _, f := range []string{"/proc/cmdline", "/proc/sys/kernel/random/boot_id"} {
+		host, err := os.ReadFile(f)
+		if err != nil {
+			t.Skipf("the host's %s is unreadable: %v", f, err)
+		}
+		if h := strings.TrimSpace(string(host)); h != "" && strings.Contains(out, h) {
+			t.Errorf("the sandbox read the host's %s: %s", f, out)
 		}
 	}
 }

@@ -57,6 +57,13 @@ type Backend struct {
 	// requireLimits refuses to run (backend.unavailable) when cgroup
 	// limits cannot be applied, instead of reporting them not enforced.
 	requireLimits bool
+	// allowUnenforced runs a job whose memory, CPU or process limit
+	// cannot be applied, reported not enforced; without it such a job
+	// ends backend.unavailable before its code runs (limits.go).
+	allowUnenforced bool
+	// cgroups is where the backend learns its cgroups (nil: this
+	// process's own; tests put fakes here).
+	cgroups *cgroupHost
 
 	probeMu sync.Mutex
 	probed  bool
@@ -76,7 +83,7 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if os.Getuid() == 0 {
 		enforces = append(enforces, job.LimitHostIDs)
 	}
-	if cgroupsWritable() {
+	if b.cgroupHost().writable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
 	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true, Binds: true}
@@ -239,16 +246,16 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	}
 	cfgR.Close()
 	resW.Close()
-	cg, cgErr := newCgroup(spec.JobID, cmd.Process.Pid, spec.Limits)
+	cg, cgErr := b.cgroupHost().create(spec.JobID, cmd.Process.Pid, spec.Limits)
 	if cgErr != nil {
 		out.NotEnforced = append(out.NotEnforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
-		if b.requireLimits {
+		if err := b.refuseUnlimited(spec.Limits, cgErr); err != nil {
 			cmd.Process.Kill()
 			cfgW.Close()
 			cmd.Wait()
 			started()
 			resR.Close()
-			return out, job.Wrap(job.CodeBackendUnavail, cgErr, "cgroup limits cannot be applied and the runner requires them")
+			return out, err
 		}
 	} else {
 		out.Enforced = append(out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)

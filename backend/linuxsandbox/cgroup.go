@@ -111,12 +111,17 @@ func (c *cgroup) report(fn func(backend.Usage), every time.Duration, done <-chan
 }
 
 func readInt(path string) int64 {
+	n, _ := readIntErr(path)
+	return n
+}
+
+// readIntErr reads a file holding one integer.
+func readIntErr(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 // readKeyed reads one value of a flat keyed file ("key value" lines:

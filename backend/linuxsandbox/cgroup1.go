@@ -82,7 +82,7 @@ func newCgroup1(l cgroupLayout, name string, pid int, lim backend.Limits) (*cgro
 	}
 	if lim.CPUCount > 0 {
 		writes = append(writes, write{"cpu", "cpu.cfs_period_us", strconv.Itoa(cpuPeriodUsec)},
-			write{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(cpuQuotaUsec(lim.CPUCount), 10)})
+			write{"cpu", "cpu.cfs_quota_us", strconv.FormatInt(clampV1Quota(l.v1["cpu"], cpuQuotaUsec(lim.CPUCount)), 10)})
 	}
 	for _, w := range writes {
 		err := os.WriteFile(filepath.Join(cg.dirs[w.ctrl], w.file), []byte(w.value), 0o644)

@@ -32,6 +32,17 @@ import (
 // A later runner process started in <unit>/runner (or an operator who
 // put it there) uses <unit> the same way. A runner in the hierarchy's
 // root (no cgroup.type file) creates its jobs under the root directly.
+//
+// A runner that shares its cgroup with other processes (started from a
+// shell or a process manager without delegation) cannot do that. When it
+// is root and the host's whole hierarchy is mounted writable, it uses a
+// group of its own at the top instead (cgrouptop.go):
+//
+//	/                            subtree_control: cpu memory pids
+//	/agent-runner                subtree_control: cpu memory pids (no processes)
+//	/agent-runner/agent-runner-<job>-<pid>  one job
+//
+// Anywhere else it refuses, saying how to give it a cgroup.
 
 // runnerLeaf is the cgroup the runner moves itself into.
 const runnerLeaf = "runner"
@@ -61,21 +72,27 @@ func (l cgroupLayout) v2Parent() (parent string, move bool) {
 // runner may write its cgroup.procs and subtree_control, and no process
 // but the runner and its children would stay behind in it.
 func (h cgroupHost) v2Writable(l cgroupLayout) bool {
-	parent, move := l.v2Parent()
+	_, err := h.v2Plan(l)
+	return err == nil
+}
+
+// v2OwnUsable reports why the runner cannot create job groups under
+// parent, its own cgroup (or the one above its leaf), or nil.
+func (h cgroupHost) v2OwnUsable(parent string, move bool) error {
 	if missing := missingControllers(parent, "cgroup.controllers"); len(missing) > 0 {
-		return false
+		return fmt.Errorf("cgroup %s is not delegated the %s controllers", parent, strings.Join(missing, ", "))
 	}
 	for _, p := range []string{parent, filepath.Join(parent, "cgroup.procs"), filepath.Join(parent, "cgroup.subtree_control")} {
-		if unix.Access(p, unix.W_OK) != nil {
-			return false
+		if err := unix.Access(p, unix.W_OK); err != nil {
+			return fmt.Errorf("the runner may not write %s: %w", p, err)
 		}
 	}
 	if move {
 		if _, others := h.splitProcs(parent); len(others) > 0 {
-			return false
+			return fmt.Errorf("cgroup %s holds processes other than the runner's (%v)", parent, others)
 		}
 	}
-	return true
+	return nil
 }
 
 // newCgroup2 creates the job's cgroup under the parent, writes the
@@ -83,13 +100,19 @@ func (h cgroupHost) v2Writable(l cgroupLayout) bool {
 func (h cgroupHost) newCgroup2(l cgroupLayout, name string, pid int, lim backend.Limits) (*cgroup2, error) {
 	v2Setup.Lock()
 	defer v2Setup.Unlock()
-	parent, move := l.v2Parent()
-	if missing := missingControllers(parent, "cgroup.controllers"); len(missing) > 0 {
-		return nil, fmt.Errorf("cgroup %s is not delegated the %s controllers", parent, strings.Join(missing, ", "))
+	plan, err := h.v2Plan(l)
+	if err != nil {
+		return nil, err
+	}
+	parent, move := plan.parent, plan.move
+	if plan.top != "" {
+		if err := makeTopGroup(plan.top, parent); err != nil {
+			return nil, err
+		}
 	}
 	// A child forked while the runner moved may be born behind it and
 	// keep the parent busy (EBUSY): move again and retry.
-	for attempt := 1; ; attempt++ {
+	for attempt := 1; plan.top == ""; attempt++ {
 		if move {
 			if err := h.enterLeaf(parent); err != nil {
 				return nil, err

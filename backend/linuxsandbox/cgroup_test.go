@@ -35,6 +35,7 @@ func fakeHost(t *testing.T, mountinfo, membership string) (cgroupHost, string) {
 		mountinfo: filepath.Join(dir, "mountinfo"),
 		cgroup:    filepath.Join(dir, "cgroup"),
 		pid:       fakeRunner,
+		uid:       1000, // tests of a root runner set 0
 		parentOf:  func(pid int) int { return parents[pid] },
 	}, root
 }
@@ -95,10 +96,10 @@ func TestCgroupLayout(t *testing.T) {
 			"cpu": "ROOT/cpu,cpuacct/agent.service", "cpuacct": "ROOT/cpu,cpuacct/agent.service",
 			"memory": "ROOT/memory/agent.service", "pids": "ROOT/pids/agent.service", "name=systemd": "ROOT/systemd/agent.service",
 		}}},
-		{"v2 root", v2Mounts, "0::/\n", cgroupLayout{mode: cgroupV2, v2: "ROOT"}},
-		{"v2 systemd unit", v2Mounts, "0::/system.slice/agent-runner.service\n", cgroupLayout{mode: cgroupV2, v2: "ROOT/system.slice/agent-runner.service"}},
+		{"v2 root", v2Mounts, "0::/\n", cgroupLayout{mode: cgroupV2, v2: "ROOT", v2Root: "ROOT"}},
+		{"v2 systemd unit", v2Mounts, "0::/system.slice/agent-runner.service\n", cgroupLayout{mode: cgroupV2, v2: "ROOT/system.slice/agent-runner.service", v2Root: "ROOT"}},
 		{"v2 delegated user unit", v2Mounts, "0::/user.slice/user-1000.slice/user@1000.service/app.slice/agent-runner.service\n",
-			cgroupLayout{mode: cgroupV2, v2: "ROOT/user.slice/user-1000.slice/user@1000.service/app.slice/agent-runner.service"}},
+			cgroupLayout{mode: cgroupV2, v2: "ROOT/user.slice/user-1000.slice/user@1000.service/app.slice/agent-runner.service", v2Root: "ROOT"}},
 		{"v2 container subtree", v2ContainerMounts, "0::/docker/abc/runner\n", cgroupLayout{mode: cgroupV2, v2: "ROOT/runner"}},
 		{"none", "25 30 0:22 / /proc rw,nosuid - proc proc rw\n", "", cgroupLayout{mode: cgroupNone}},
 	} {
@@ -110,6 +111,7 @@ func TestCgroupLayout(t *testing.T) {
 			}
 			want := tc.want
 			want.v2 = strings.ReplaceAll(want.v2, "ROOT", root)
+			want.v2Root = strings.ReplaceAll(want.v2Root, "ROOT", root)
 			for k, v := range want.v1 {
 				want.v1[k] = strings.ReplaceAll(v, "ROOT", root)
 			}

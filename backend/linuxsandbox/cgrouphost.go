@@ -17,13 +17,14 @@ type cgroupHost struct {
 	mountinfo string // /proc/self/mountinfo
 	cgroup    string // /proc/self/cgroup
 	pid       int    // the runner's pid
+	uid       int    // the runner's effective uid (0 may create top-level groups)
 	// parentOf returns a process's parent pid (0 when it is gone).
 	parentOf func(pid int) int
 }
 
 // selfCgroups is the running process's view.
 func selfCgroups() cgroupHost {
-	return cgroupHost{mountinfo: "/proc/self/mountinfo", cgroup: "/proc/self/cgroup", pid: os.Getpid(), parentOf: parentPid}
+	return cgroupHost{mountinfo: "/proc/self/mountinfo", cgroup: "/proc/self/cgroup", pid: os.Getpid(), uid: os.Geteuid(), parentOf: parentPid}
 }
 
 // cgroupMode is how the host mounts its cgroup hierarchies.
@@ -48,6 +49,9 @@ type cgroupLayout struct {
 	v1 map[string]string
 	// v2 is the runner's own directory on the unified hierarchy (v2).
 	v2 string
+	// v2Root is where the unified hierarchy's root is mounted, when the
+	// mount shows the whole hierarchy (v2; "" for a mounted subtree).
+	v2Root string
 }
 
 // cgroupMount is one cgroup mount from mountinfo.
@@ -110,7 +114,11 @@ func (h cgroupHost) layout() (cgroupLayout, error) {
 		if err != nil {
 			return cgroupLayout{}, err
 		}
-		return cgroupLayout{mode: cgroupV2, v2: dir}, nil
+		l := cgroupLayout{mode: cgroupV2, v2: dir}
+		if unified.root == "/" {
+			l.v2Root = unified.point
+		}
+		return l, nil
 	}
 	return cgroupLayout{mode: cgroupNone}, nil
 }

@@ -70,8 +70,8 @@ func buildRoot(cfg initConfig) error {
 			return err
 		}
 	}
-	if err := mountAt("proc", filepath.Join(root, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("/proc: %w", err)
+	if err := mountProc(root); err != nil {
+		return err
 	}
 	if err := buildDev(root, cfg.TTY); err != nil {
 		return fmt.Errorf("/dev: %w", err)
@@ -262,8 +262,7 @@ func mountWorkspace(root string, cfg initConfig, r received) error {
 			os.Remove(at)
 		}()
 	}
-	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := mountOverlay(target, lower, upper, work); err != nil {
 		return err
 	}
 	if cfg.LayerFD {

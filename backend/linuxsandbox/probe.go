@@ -55,9 +55,16 @@ func (b *Backend) probe(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(ws)
+	lim := backend.Limits{Timeout: 10 * time.Second, TmpBytes: 1 << 20}
+	if !b.allowUnenforced {
+		// Limits fail closed (limits.go): a host where every job would
+		// end backend.unavailable makes the backend unavailable, so a
+		// door refuses to start and says why.
+		lim.MemoryBytes, lim.CPUCount, lim.MaxProcesses = 64<<20, 1, 16
+	}
 	out, err := b.Run(ctx, backend.Spec{
 		JobID: "probe", Argv: []string{"/bin/true"}, Workspace: backend.Workspace{Dir: ws}, Cwd: ".",
-		Network: job.NetworkDisabled, Limits: backend.Limits{Timeout: 10 * time.Second, TmpBytes: 1 << 20},
+		Network: job.NetworkDisabled, Limits: lim,
 	})
 	if err != nil {
 		return err

@@ -50,11 +50,12 @@ func New(cfg backend.Config) (*Backend, error) {
 		masked = append(masked, filepath.Clean(m))
 	}
 	return &Backend{
-		toolchain:     slices.Clone(DefaultToolchain),
-		masked:        masked,
-		readOnly:      ro,
-		path:          path,
-		requireLimits: cfg.RequireLimits,
+		toolchain:       slices.Clone(DefaultToolchain),
+		masked:          masked,
+		readOnly:        ro,
+		path:            path,
+		requireLimits:   cfg.RequireLimits,
+		allowUnenforced: cfg.AllowUnenforcedLimits,
 	}, nil
 }
 

@@ -22,7 +22,7 @@ var mcpManifest func(cmd *cobra.Command, manifest, backend string) error
 
 func init() {
 	var roots []string
-	var allowShell, unsafeLocal bool
+	var allowShell, unsafeLocal, allowUnenforced bool
 	var storeDir, manifest, backendKind string
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -36,6 +36,13 @@ func init() {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			backends := backend.Defaults()
+			if allowUnenforced {
+				set, err := backend.NewSet(backend.Config{AllowUnenforcedLimits: true})
+				if err != nil {
+					return usageError{err}
+				}
+				backends = set
+			}
 			kind, err := checkBackendFlag(backends, "backend", backendKind, unsafeLocal)
 			if err != nil {
 				return err
@@ -74,5 +81,6 @@ func init() {
 	cmd.Flags().StringVar(&manifest, "manifest", "", "serve this agent manifest's gateway tools instead of the sandbox tools")
 	cmd.Flags().StringVar(&backendKind, "backend", isolatingDefault, "backend every job (or, with --manifest, every subprocess tool) runs on; never a fallback")
 	cmd.Flags().BoolVar(&unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
+	cmd.Flags().BoolVar(&allowUnenforced, allowUnenforcedFlag, false, allowUnenforcedHelp)
 	rootCmd.AddCommand(cmd)
 }

@@ -18,10 +18,21 @@ import (
 type sandboxFlags struct {
 	readOnly []string
 	path     string
+	// allowUnenforced is --allow-unenforced-limits
+	// (backend.Config.AllowUnenforcedLimits).
+	allowUnenforced bool
 }
+
+// allowUnenforcedFlag and its help: limits fail closed unless the operator
+// says otherwise (docs/backends.md).
+const (
+	allowUnenforcedFlag = "allow-unenforced-limits"
+	allowUnenforcedHelp = "run jobs whose memory_mb, cpu_count or max_processes the backend cannot apply here (no usable cgroup), reporting them not_enforced in every result; without it such jobs end backend.unavailable and linux_sandbox is unavailable on a host that gives it no cgroup"
+)
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.readOnly, "sandbox-ro", nil, "host directory bound read-only at the same path into every linux_sandbox sandbox (a version manager's prefix such as /root/.nvm or /root/.pyenv, a global node_modules); repeatable; it must exist and be readable by the sandbox's uid")
+	fs.BoolVar(&f.allowUnenforced, allowUnenforcedFlag, false, allowUnenforcedHelp)
 	fs.StringVar(&f.path, "sandbox-path", strings.Join(linuxsandbox.DefaultPath, ":"), "the linux_sandbox sandbox's PATH: bare program names of jobs and tasks resolve on it, to programs inside the sandbox view only")
 }
 
@@ -36,7 +47,7 @@ func (f *sandboxFlags) backends(storeDir string) (backend.Set, error) {
 			path = append(path, d)
 		}
 	}
-	set, err := backend.NewSet(backend.Config{ReadOnly: f.readOnly, Path: path})
+	set, err := backend.NewSet(backend.Config{ReadOnly: f.readOnly, Path: path, AllowUnenforcedLimits: f.allowUnenforced})
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -1,5 +1,0 @@
-package snapshot
-
-import "syscall"
-
-const noFollow = syscall.O_NOFOLLOW
