@@ -2,7 +2,9 @@ package lifecycle
 
 import (
 	"errors"
+	"strings"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/agentrun"
@@ -34,8 +36,36 @@ func Admit(cfg Config, t *manifest.Task) error {
 		if err := admitSecret(cfg, s); err != nil {
 			return err
 		}
+		if err := admitBoundSecret(cfg, t, s); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// admitBoundSecret refuses a secret the secrets file binds to hosts (its
+// value is added at the egress gateway, never given to the agent) when the
+// task has no network to reach them: it could never be used, and the
+// agent's calls would fail only after retrying.
+func admitBoundSecret(cfg Config, t *manifest.Task, s manifest.Secret) error {
+	if cfg.Secrets == nil {
+		return nil
+	}
+	e, ok := cfg.Secrets.Lookup(s.Name)
+	if !ok || len(e.Hosts) == 0 || t.Network() != job.NetworkDisabled {
+		return nil
+	}
+	return job.Errorf(job.CodeInvalidRequest, "secret %s is bound to hosts (%s) that a task with vm.network_mode %s cannot reach; set vm.network_mode: outbound with those hosts in vm.allowed_hosts", s.Name, ruleList(e.Hosts), t.VM.NetworkMode).
+		With("field", "vm.network_mode").With("secret", s.Name)
+}
+
+// ruleList names rules as the secrets file writes them.
+func ruleList(rules []egress.Rule) string {
+	names := make([]string, len(rules))
+	for i, r := range rules {
+		names[i] = r.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 func admitRepository(cfg Config, r manifest.Repository) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -113,5 +114,35 @@ func TestAdmitNetwork(t *testing.T) {
 				t.Errorf("Admit(%s %q) code = %q, want %q", tt.mode, tt.hosts, got, tt.code)
 			}
 		})
+	}
+}
+
+// TestAdmitBoundSecretNeedsNetwork: a secret bound to hosts in a task
+// without network was accepted and failed only after 203 s of retries.
+func TestAdmitBoundSecretNeedsNetwork(t *testing.T) {
+	repo := t.TempDir()
+	f, err := secretfile.Parse([]byte("secrets:\n  ANTHROPIC_API_KEY: {env: TEST_KEY, hosts: [api.anthropic.com]}\n"), "secrets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := lifecycle.Config{Secrets: f, Env: func(string) string { return "a-long-enough-secret-value" }}
+	tests := []struct {
+		mode string
+		cfg  lifecycle.Config
+		want job.Code
+	}{
+		{"isolated", cfg, job.CodeInvalidRequest},
+		{"outbound", withEgress(cfg, "api.anthropic.com"), ""},
+	}
+	for _, tt := range tests {
+		tk := &manifest.Task{Repository: manifest.Repository{URL: repo, Branch: "main"},
+			VM:      manifest.VM{NetworkMode: tt.mode, AllowedHosts: []string{"api.anthropic.com"}},
+			Secrets: []manifest.Secret{{Name: "ANTHROPIC_API_KEY"}}}
+		if tt.mode == "isolated" {
+			tk.VM.AllowedHosts = nil
+		}
+		if got := job.CodeOf(lifecycle.Admit(tt.cfg, tk)); got != tt.want {
+			t.Errorf("Admit(network %s, secret bound to a host) = %q, want %q", tt.mode, got, tt.want)
+		}
 	}
 }

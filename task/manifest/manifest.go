@@ -219,8 +219,9 @@ func (t *Task) Validate() error {
 		return invalid("repository.url", "is required")
 	case t.Repository.Branch == "":
 		return invalid("repository.branch", "is required")
-	case strings.TrimSpace(t.Claude.Prompt) == "":
-		return invalid("claude.prompt", "is required")
+	case strings.TrimSpace(t.Claude.Prompt) == "" && (t.Agent == nil || t.Agent.Command == nil):
+		// Claude Code runs on the prompt; an agent.command may not need one.
+		return invalid("claude.prompt", "is required (unless agent.command names another agent)")
 	case t.VM.CPUs < 0 || t.VM.CPUs > 64:
 		return invalid("vm.cpus", "must be between 1 and 64")
 	}

@@ -79,6 +79,7 @@ func TestValidation(t *testing.T) {
 		{"no url", "", func(s string) string { return strings.Replace(s, `url: "file:///srv/repo", `, "", 1) }, job.CodeInvalidRequest},
 		{"no branch", "", func(s string) string { return strings.Replace(s, ", branch: main", "", 1) }, job.CodeInvalidRequest},
 		{"no prompt", "", func(s string) string { return strings.Replace(s, `prompt: "do it"`, `prompt: " "`, 1) }, job.CodeInvalidRequest},
+		{"no prompt for another agent", "agent: {command: [codex, exec, fix it]}\n", func(s string) string { return strings.Replace(s, `prompt: "do it"`, `prompt: ""`, 1) }, ""},
 		{"bad id", "", func(s string) string { return strings.Replace(s, "id: t1", "id: ../x", 1) }, job.CodeInvalidRequest},
 		{"zero timeout", "lifecycle: {timeout: 0s}\n", nil, job.CodeInvalidRequest},
 		{"over 168h", "lifecycle: {timeout: 169h}\n", nil, job.CodeInvalidRequest},
