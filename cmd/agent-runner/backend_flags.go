@@ -82,8 +82,15 @@ func doorBackend(ctx context.Context, backends backend.Set, flag, kind string, u
 // enabledBackends are the backends requests may name
 // (runner.Config.Backends): every isolating one of backends, and the
 // others (local_process) only if the operator allowed them.
+//
+// A backend that cannot run here (firecracker without its binary, or not
+// built) is left out, so the runner never lists a kind it cannot run.
 func enabledBackends(backends backend.Set, unsafeLocal bool) backend.Set {
-	return backends.Filter(func(b backend.Backend) bool { return b.Capabilities().Isolating || unsafeLocal })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return backends.Filter(func(b backend.Backend) bool {
+		return (b.Capabilities().Isolating || unsafeLocal) && b.Available(ctx) == nil
+	})
 }
 
 // warnUnsafeLocal logs, on every start, that local_process is enabled.

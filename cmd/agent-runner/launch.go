@@ -39,7 +39,7 @@ func init() {
 	}
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "agent manifest (YAML, or JSON by extension)")
 	cmd.Flags().StringVar(&taskPath, "task", "", "task file (JSON, or YAML by extension)")
-	cmd.Flags().StringVar(&runsDir, "runs-dir", "runs", "directory for run directories")
+	cmd.Flags().StringVar(&runsDir, "runs-dir", defaultAgentRunsDir, "directory for run directories")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json instead of text")
 	addToolBackendFlags(cmd, &backendKind, &unsafeLocal, &network)
 	cmd.MarkFlagRequired("manifest")

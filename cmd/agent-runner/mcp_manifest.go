@@ -18,7 +18,7 @@ func init() {
 	var network egressFlags
 	for _, c := range rootCmd.Commands() {
 		if c.Name() == "mcp" {
-			c.Flags().StringVar(&runsDir, "runs-dir", "runs", "with --manifest: directory for the run's audit and summary")
+			c.Flags().StringVar(&runsDir, "runs-dir", defaultAgentRunsDir, "with --manifest: directory for the run's audit and summary")
 			network.register(c.Flags())
 		}
 	}

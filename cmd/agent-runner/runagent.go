@@ -80,7 +80,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 	fl.StringVar(&f.manifest, "manifest", "", "agent manifest (YAML, or JSON by extension)")
 	fl.StringVar(&f.prompt, "prompt", "", "system prompt file (markdown or text)")
 	fl.StringVar(&f.message, "message", "", "the user's request")
-	fl.StringVar(&f.runsDir, "runs-dir", "runs", "directory for run directories")
+	fl.StringVar(&f.runsDir, "runs-dir", defaultAgentRunsDir, "directory for run directories")
 	fl.BoolVar(&f.asJSON, "json", false, "print summary.json instead of text")
 	fl.StringVar(&f.mockDir, "mock-dir", "", "directory the mock model inspects (default: the manifest's first read root)")
 	addToolBackendFlags(cmd, &f.backend, &f.unsafeLocal, &f.network)
