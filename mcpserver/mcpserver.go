@@ -6,7 +6,10 @@
 // workspaces outside the operator-approved roots, and whatever a client
 // asks beyond the operator's ceiling (another backend, allow_shell, a
 // network); the runner then applies its own validation and policy as for
-// every other door.
+// every other door. sandbox.run takes what a RunJobRequest's workspace and
+// limits take (readonly_mounts, caches, timeout_ms, memory_mb, ...). Every
+// tool error, a bad argument included, is IsError with the HTTP API's
+// {"error": {code, message, details}} as structured content and text.
 package mcpserver
 
 import (
@@ -45,17 +48,23 @@ type Config struct {
 	Version string
 }
 
-// RunArgs are sandbox.run's arguments.
+// RunArgs are sandbox.run's arguments: a RunJobRequest's workspace,
+// command, policy, limits and trace, flattened (workspace_path is
+// workspace.path), checked by the same validation as every other door.
 type RunArgs struct {
-	WorkspacePath    string            `json:"workspace_path" jsonschema:"host directory to snapshot; must lie under an approved --workspace-root"`
+	WorkspacePath    string            `json:"workspace_path" jsonschema:"host directory to snapshot (workspace.path); must lie under an approved --workspace-root"`
 	Argv             []string          `json:"argv" jsonschema:"program and arguments, never a shell string"`
 	Cwd              string            `json:"cwd,omitempty" jsonschema:"working directory relative to the snapshot root"`
 	Env              map[string]string `json:"env,omitempty" jsonschema:"environment additions; keys must be allowed by policy.allowed_env"`
 	Policy           map[string]any    `json:"policy,omitempty" jsonschema:"RunJobRequest policy object (allowed_commands, allowed_env, artifact_globs, ...)"`
 	Trace            map[string]any    `json:"trace,omitempty" jsonschema:"caller metadata echoed in the result"`
-	Limits           *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits"`
+	Limits           *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits (timeout_ms, memory_mb, cpu_count, max_processes, max_stdout_bytes, ...); zero or absent means the runner default"`
 	Backend          string            `json:"backend,omitempty" jsonschema:"backend kind; only the operator's backend (the default) is accepted"`
-	SnapshotStrategy string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay"`
+	SnapshotStrategy string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay (workspace.snapshot_strategy)"`
+	Include          []string          `json:"include,omitempty" jsonschema:"workspace.include: globs of the files to snapshot"`
+	Exclude          []string          `json:"exclude,omitempty" jsonschema:"workspace.exclude: globs of the files left out of the snapshot"`
+	ReadOnlyMounts   []string          `json:"readonly_mounts,omitempty" jsonschema:"workspace.readonly_mounts: directories of the workspace (node_modules, .venv) bound read-only in place instead of copied"`
+	Caches           []job.Cache       `json:"caches,omitempty" jsonschema:"workspace.caches: named build caches kept across jobs, each mounted read-write at an absolute sandbox path"`
 	Wait             *bool             `json:"wait,omitempty" jsonschema:"wait for the result (default true); false returns the queued job id"`
 }
 
@@ -84,32 +93,46 @@ func New(cfg Config) *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "agent-runner", Version: cfg.Version}, nil)
 	h := &handlers{cfg: cfg}
-	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.run", Description: "Run an argv in a snapshot of an approved workspace under agent-runner policy and return the RunJobResult (seed 001's sandbox/run)."}, h.run)
-	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.status", Description: "Status of a job, with its RunJobResult once terminal."}, h.status)
-	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.artifacts", Description: "Artifact metadata (path, size, sha256, storage_uri) of a terminal job."}, h.artifacts)
-	mcp.AddTool(s, &mcp.Tool{Name: "sandbox.cancel", Description: "Cancel a queued or running job."}, h.cancel)
+	addTool(s, &mcp.Tool{Name: "sandbox.run", Description: "Run an argv in a snapshot of an approved workspace under agent-runner policy and return the RunJobResult (seed 001's sandbox/run)."}, h.run)
+	addTool(s, &mcp.Tool{Name: "sandbox.status", Description: "Status of a job, with its RunJobResult once terminal."}, h.status)
+	addTool(s, &mcp.Tool{Name: "sandbox.artifacts", Description: "Artifact metadata (path, size, sha256, storage_uri) of a terminal job."}, h.artifacts)
+	addTool(s, &mcp.Tool{Name: "sandbox.cancel", Description: "Cancel a queued or running job."}, h.cancel)
 	return s
 }
 
 type handlers struct{ cfg Config }
 
-func (h *handlers) run(ctx context.Context, _ *mcp.CallToolRequest, a RunArgs) (*mcp.CallToolResult, JobOutput, error) {
+func (h *handlers) run(ctx context.Context, a RunArgs) (JobOutput, error) {
 	req, err := h.request(a)
 	if err != nil {
-		return toolError(err), JobOutput{}, nil
+		return JobOutput{}, err
 	}
-	acc, _, err := h.cfg.Jobs.Submit(ctx, &req)
+	acc, err := h.submit(ctx, &req)
 	if err != nil {
-		return toolError(err), JobOutput{}, nil
+		return JobOutput{}, err
 	}
 	if a.Wait != nil && !*a.Wait {
-		return nil, JobOutput{JobID: acc.JobID, Status: string(acc.Status)}, nil
+		return JobOutput{JobID: acc.JobID, Status: string(acc.Status)}, nil
 	}
 	res, err := h.cfg.Jobs.Wait(ctx, acc.JobID)
 	if err != nil {
-		return toolError(waitError(err)), JobOutput{}, nil
+		return JobOutput{}, waitError(err)
 	}
-	return nil, resultOutput(res), nil
+	return resultOutput(res), nil
+}
+
+// submit queues a sandbox.run request.
+//
+// CACHE NAMESPACE: this is the one place an MCP job's build-cache
+// namespace is to be chosen. jobs.Service.SubmitAs and
+// buildcache.LocalNamespace do not exist yet; when they do, submit with
+// a namespace the door sets in Config: `agent-runner mcp` (stdio, this
+// host's own user) buildcache.LocalNamespace, serve's /mcp (HTTP) the
+// bearer token's name. Until then every MCP job shares the runner's
+// caches, as HTTP jobs do.
+func (h *handlers) submit(ctx context.Context, req *job.Request) (jobs.Accepted, error) {
+	acc, _, err := h.cfg.Jobs.Submit(ctx, req)
+	return acc, err
 }
 
 // waitError is a wait the client's context ended: the job goes on.
@@ -120,30 +143,30 @@ func waitError(err error) error {
 	return err
 }
 
-func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+func (h *handlers) status(ctx context.Context, a JobArgs) (JobOutput, error) {
 	v, err := h.cfg.Jobs.Get(ctx, a.JobID, 0)
 	return viewOutput(a.JobID, v, err)
 }
 
-func viewOutput(id string, v jobs.View, err error) (*mcp.CallToolResult, JobOutput, error) {
+func viewOutput(id string, v jobs.View, err error) (JobOutput, error) {
 	if err != nil {
-		return toolError(err), JobOutput{}, nil
+		return JobOutput{}, err
 	}
 	if v.Result != nil {
-		return nil, resultOutput(*v.Result), nil
+		return resultOutput(*v.Result), nil
 	}
-	return nil, JobOutput{JobID: id, Status: string(v.Status.Status)}, nil
+	return JobOutput{JobID: id, Status: string(v.Status.Status)}, nil
 }
 
-func (h *handlers) artifacts(_ context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, ArtifactsOutput, error) {
+func (h *handlers) artifacts(_ context.Context, a JobArgs) (ArtifactsOutput, error) {
 	list, err := h.cfg.Jobs.Artifacts(a.JobID)
 	if err != nil {
-		return toolError(err), ArtifactsOutput{}, nil
+		return ArtifactsOutput{}, err
 	}
-	return nil, ArtifactsOutput{JobID: a.JobID, Artifacts: list}, nil
+	return ArtifactsOutput{JobID: a.JobID, Artifacts: list}, nil
 }
 
-func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (*mcp.CallToolResult, JobOutput, error) {
+func (h *handlers) cancel(ctx context.Context, a JobArgs) (JobOutput, error) {
 	v, err := h.cfg.Jobs.Cancel(ctx, a.JobID)
 	return viewOutput(a.JobID, v, err)
 }
@@ -155,7 +178,7 @@ func Request(cfg Config, a RunArgs) (job.Request, error) { return (&handlers{cfg
 // request checks the adapter rules and builds the RunJobRequest.
 func (h *handlers) request(a RunArgs) (job.Request, error) {
 	if len(a.Argv) == 0 || a.Argv[0] == "" {
-		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "argv must be a non-empty array")
+		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "argv must be a non-empty array").With("field", "argv")
 	}
 	if !h.cfg.AllowShell {
 		if policy.IsShell(filepath.Base(a.Argv[0])) {
@@ -174,20 +197,21 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 		return job.Request{}, err
 	}
 	req := job.Request{
-		Workspace: job.Workspace{Path: ws, SnapshotStrategy: a.SnapshotStrategy},
-		Command:   job.Command{Argv: a.Argv, Cwd: a.Cwd, Env: a.Env},
-		Backend:   job.BackendSpec{Kind: h.cfg.Backend},
+		Workspace: job.Workspace{
+			Path: ws, SnapshotStrategy: a.SnapshotStrategy,
+			Include: a.Include, Exclude: a.Exclude,
+			ReadOnlyMounts: a.ReadOnlyMounts, Caches: a.Caches,
+		},
+		Command: job.Command{Argv: a.Argv, Cwd: a.Cwd, Env: a.Env},
+		Backend: job.BackendSpec{Kind: h.cfg.Backend},
 	}
 	if a.Limits != nil {
 		req.Limits = *a.Limits
 	}
 	if a.Policy != nil {
-		b, _ := json.Marshal(a.Policy)
-		var p job.Policy
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return job.Request{}, job.Wrap(job.CodeInvalidRequest, err, "policy is not a RunJobRequest policy")
+		p, err := decodePolicy(a.Policy)
+		if err != nil {
+			return job.Request{}, err
 		}
 		if err := h.withinOperator(p); err != nil {
 			return job.Request{}, err
@@ -226,11 +250,4 @@ func resultOutput(res job.Result) JobOutput {
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	return JobOutput{JobID: res.JobID, Status: string(res.Status), Result: m}
-}
-
-// toolError is the one place job errors become MCP tool errors: IsError
-// with the stable error object as JSON text, so the model can read it.
-func toolError(err error) *mcp.CallToolResult {
-	b, _ := json.Marshal(map[string]any{"error": job.AsError(err)})
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
 }

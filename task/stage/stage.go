@@ -148,8 +148,10 @@ func clone(ctx context.Context, r manifest.Repository, dir, proxy string) error 
 // fsmonitor, no ext:: transport, whatever a repository's config says.
 var hardening = []string{"-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "protocol.ext.allow=never"}
 
-// git runs git with a clean, non-interactive environment, without system
-// or global configuration.
+// git runs git with a clean, non-interactive environment (PATH and the
+// variables below, not the runner's environment: no credential helpers,
+// proxies or GIT_* settings of the operator's shell reach it), without
+// system or global configuration.
 func git(ctx context.Context, dir string, args ...string) ([]byte, error) {
 	return gitEnv(ctx, dir, nil, args...)
 }
@@ -159,7 +161,7 @@ func gitEnv(ctx context.Context, dir string, env []string, args ...string) ([]by
 	// base.git are the runner's. Collection runs git in a sandbox (Collect).
 	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, hardening...), args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C",
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=/bin/false", "LC_ALL=C",
 		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errb bytes.Buffer

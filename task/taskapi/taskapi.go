@@ -4,12 +4,10 @@
 package taskapi
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -234,95 +232,4 @@ func (a *api) download(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, job.Errorf(job.CodeJobNotFound, "no such artifact").With("name", name))
-}
-
-// logs streams stdout.log and stderr.log as SSE events (stdout, stderr),
-// following them until the task is terminal, then sends completed.
-// Keep-alive comments go out every 15 s.
-func (a *api) logs(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if _, err := a.status(id); err != nil {
-		writeError(w, err)
-		return
-	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, errors.New("streaming unsupported"))
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	progress := filepath.Join(a.s.Dir(id), "outbox", "progress")
-	offsets := map[string]int64{}
-	lastSend := time.Now()
-	for {
-		terminal := false
-		if rec, err := a.record(id); err == nil && rec.State.Terminal() {
-			terminal = true
-		}
-		for _, stream := range []string{"stdout", "stderr"} {
-			for _, line := range readNew(filepath.Join(progress, stream+".log"), offsets, stream) {
-				b, _ := json.Marshal(map[string]string{"task_id": id, "line": line})
-				fmt.Fprintf(w, "event: %s\ndata: %s\n\n", stream, b)
-				lastSend = time.Now()
-			}
-		}
-		if terminal {
-			st, _ := a.status(id)
-			b, _ := json.Marshal(st)
-			fmt.Fprintf(w, "event: completed\ndata: %s\n\n", b)
-			fl.Flush()
-			return
-		}
-		if time.Since(lastSend) > 15*time.Second {
-			fmt.Fprint(w, ": keep-alive\n\n")
-			lastSend = time.Now()
-		}
-		fl.Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// readNew returns complete new lines of a log since the last call.
-func readNew(path string, offsets map[string]int64, key string) []string {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if _, err := f.Seek(offsets[key], io.SeekStart); err != nil {
-		return nil
-	}
-	var lines []string
-	br := bufio.NewReader(f)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			break // an incomplete last line waits for the next poll
-		}
-		offsets[key] += int64(len(line))
-		lines = append(lines, strings.TrimRight(line, "\n"))
-	}
-	return lines
-}
-
-// metadataFile is the task record seed 004 lists in outbox/artifacts.
-const metadataFile = "metadata.json"
-
-// serveMetadata answers a finished task's metadata.json with its SHA-256.
-func (a *api) serveMetadata(w http.ResponseWriter, id string) {
-	b, err := os.ReadFile(filepath.Join(a.s.Dir(id), "outbox", "artifacts", metadataFile))
-	if err != nil {
-		writeError(w, job.Wrap(job.CodeRunIOFailed, err, "cannot read the task's metadata.json"))
-		return
-	}
-	sum := sha256.Sum256(b)
-	w.Header().Set("X-Content-SHA256", hex.EncodeToString(sum[:]))
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
 }

@@ -1,0 +1,135 @@
+package taskapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent-runner/agent-runner/task/taskapi"
+)
+
+// bigLog appends size bytes of 1000-byte lines to a finished task's
+// stdout.log, then a last line without a newline; it returns the number
+// of lines appended (that last one included) and the last line.
+func bigLog(t *testing.T, path string, size int) (int, string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	pad := strings.Repeat("x", 1000-len("flood 0000000 ")-1)
+	n := 0
+	for written := 0; written < size; written += 1000 {
+		fmt.Fprintf(w, "flood %07d %s\n", n, pad)
+		n++
+	}
+	last := "last line, no newline"
+	w.WriteString(last)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return n + 1, last
+}
+
+// heapNow is the live heap after a collection.
+func heapNow() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestLateViewersOfABigLogDoNotGrowTheHeap: four late viewers of a
+// finished task with a 50 MB log, each stalled after its first message
+// (a slow browser), cost serve a small bounded heap (each reads the log
+// from its own offset as its connection accepts, not the backlog at
+// once); read to the end, each gets every line, the unterminated last one
+// included, and the terminal state change only after the last output.
+func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 50 MB log")
+	}
+	base, origin, s := setupWith(t, nil)
+	const id = "big-log"
+	resp, err := http.Post(base+"/api/v1/tasks", "application/yaml", strings.NewReader(manifest(id, origin, "")))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("submit = %v %v", resp, err)
+	}
+	waitState(t, base, id, "completed")
+	added, last := bigLog(t, filepath.Join(s.Dir(id), "outbox", "progress", "stdout.log"), 50<<20)
+
+	before := heapNow()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const viewers = 4
+	conns := make([]*websocket.Conn, viewers)
+	for i := range conns {
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/tasks/"+id+"/stream", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		c.SetReadLimit(8 << 20)
+		if _, _, err := c.Read(ctx); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	// The viewers stall; serve sends what their sockets take and waits.
+	time.Sleep(2 * time.Second)
+	grown := int64(heapNow()) - int64(before)
+	t.Logf("heap growth with %d stalled viewers of a 50 MB log: %d KiB (%d KiB per viewer)", viewers, grown>>10, grown/viewers>>10)
+	if limit := int64(viewers * 4 << 20); grown > limit {
+		t.Errorf("heap grew %d MiB with %d stalled viewers, want at most %d MiB (4 MiB per viewer)", grown>>20, viewers, limit>>20)
+	}
+
+	for i, c := range conns {
+		var order []string // output (stdout lines collapsed) and state changes
+		lines := 0
+		var lastText string
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+					t.Fatalf("viewer %d: %v", i, err)
+				}
+				break
+			}
+			var m taskapi.StreamMessage
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatal(err)
+			}
+			switch m.Type {
+			case "output":
+				if m.Stream == "stdout" {
+					lines++
+					lastText = m.Text
+				}
+				if len(order) == 0 || order[len(order)-1] != "output" {
+					order = append(order, "output")
+				}
+			case "state_change":
+				order = append(order, string(m.To))
+			}
+		}
+		if lines < added || lastText != last {
+			t.Errorf("viewer %d: %d stdout lines ending %.40q, want at least %d ending %q", i, lines, lastText, added, last)
+		}
+		if got := order[len(order)-2:]; !cmp.Equal(got, []string{"output", "completed"}) {
+			t.Errorf("viewer %d: stream ends %q, want the output, then completed", i, got)
+		}
+	}
+}
