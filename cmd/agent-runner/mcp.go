@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -22,7 +23,8 @@ var mcpManifest func(cmd *cobra.Command, manifest, backend string) error
 
 func init() {
 	var roots []string
-	var allowShell, unsafeLocal, allowUnenforced bool
+	var allowShell, unsafeLocal bool
+	var view sandboxFlags // --sandbox-ro, --sandbox-path, --allow-unenforced-limits
 	var storeDir, manifest, backendKind string
 	cmd := &cobra.Command{
 		Use:   "mcp",
@@ -31,17 +33,14 @@ func init() {
 			"sandbox/run: MCP tool names cannot contain '/'), sandbox.status, sandbox.artifacts,\n" +
 			"sandbox.cancel. Workspaces must lie under a --workspace-root; shell commands are refused\n" +
 			"unless --allow-shell. Jobs run on --backend (linux_sandbox; mcp refuses to start when it\n" +
-			"is unavailable, and local_process needs --unsafe-local-process). The runner's own\n" +
+			"is unavailable, and local_process needs --unsafe-local-process) with the operator's\n" +
+			"sandbox view (--sandbox-ro, --sandbox-path, as on run and serve). The runner's own\n" +
 			"validation and policy apply to every job.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			backends := backend.Defaults()
-			if allowUnenforced {
-				set, err := backend.NewSet(backend.Config{AllowUnenforcedLimits: true})
-				if err != nil {
-					return usageError{err}
-				}
-				backends = set
+			backends, err := view.backends(storeDir)
+			if err != nil {
+				return err
 			}
 			kind, err := checkBackendFlag(backends, "backend", backendKind, unsafeLocal)
 			if err != nil {
@@ -49,6 +48,11 @@ func init() {
 			}
 			warnUnsafeLocal(telemetry.Logger(os.Stderr, slog.LevelWarn), unsafeLocal, kind)
 			if manifest != "" {
+				for _, f := range []string{"sandbox-ro", "sandbox-path"} {
+					if cmd.Flags().Changed(f) {
+						return usageError{fmt.Errorf("--%s applies to the sandbox tools, not to --manifest", f)}
+					}
+				}
 				if mcpManifest == nil {
 					return usageError{errors.New("manifest tools over MCP are not built into this binary")}
 				}
@@ -71,6 +75,8 @@ func init() {
 				return err
 			}
 			defer p.Close()
+			// Build caches: see mcpserver's submit, the one place their
+			// namespace is to be chosen (this host's own user, over stdio).
 			s := mcpserver.New(mcpserver.Config{Jobs: p.Jobs, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind})
 			return s.Run(ctx, &mcp.StdioTransport{})
 		},
@@ -81,6 +87,6 @@ func init() {
 	cmd.Flags().StringVar(&manifest, "manifest", "", "serve this agent manifest's gateway tools instead of the sandbox tools")
 	cmd.Flags().StringVar(&backendKind, "backend", isolatingDefault, "backend every job (or, with --manifest, every subprocess tool) runs on; never a fallback")
 	cmd.Flags().BoolVar(&unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
-	cmd.Flags().BoolVar(&allowUnenforced, allowUnenforcedFlag, false, allowUnenforcedHelp)
+	view.register(cmd.Flags())
 	rootCmd.AddCommand(cmd)
 }
