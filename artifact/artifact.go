@@ -151,10 +151,10 @@ func (c *collection) copyOne(ctx context.Context, f candidate) error {
 	if lim.MaxBytes > 0 && (bound < 0 || lim.MaxBytes-c.total < bound) {
 		bound = lim.MaxBytes - c.total
 	}
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dest), 0o700); err != nil {
 		return job.Wrap(job.CodeArtifactFailed, err, "artifact copy failed").With("path", f.rel)
 	}
-	cp, err := c.roots[f.layer].CopyFile(ctx, f.rel, dest, 0o644, bound)
+	cp, err := c.roots[f.layer].CopyFile(ctx, f.rel, dest, 0o600, bound) // the store is private (store.RecordFileMode)
 	switch {
 	case errors.Is(err, safecopy.ErrTooLarge):
 		// CopyFile left nothing at dest.

@@ -59,7 +59,7 @@ func (l *AuditLog) Write(d Decision) error {
 		return nil
 	}
 	if l.f == nil {
-		if l.f, err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+		if l.f, err = os.OpenFile(l.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
 			return err
 		}
 		fi, err := l.f.Stat()

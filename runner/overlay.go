@@ -57,7 +57,7 @@ func (e *execution) overlay(ctx context.Context, opt snapshot.Options) (backend.
 	// the per-job cost stays independent of the workspace size.
 	// Strings and numbers: Marshal cannot fail.
 	b, _ := json.Marshal(snapshot.Manifest{SHA256: m.SHA256, Files: m.Files, Bytes: m.Bytes, Lower: lower})
-	if err := store.WriteFileOnce(filepath.Join(dir, SnapshotManifestFile), b, 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, SnapshotManifestFile), b, store.RecordFileMode); err != nil {
 		return backend.Workspace{}, err
 	}
 	e.layers = []string{ws.Upper, lower}

@@ -33,7 +33,7 @@ func (e *execution) snapshot(ctx context.Context) (backend.Workspace, error) {
 	if err != nil {
 		return backend.Workspace{}, job.Wrap(job.CodeRunIOFailed, err, "cannot encode snapshot manifest")
 	}
-	if err := store.WriteFileOnce(filepath.Join(dir, SnapshotManifestFile), b, 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, SnapshotManifestFile), b, store.RecordFileMode); err != nil {
 		return backend.Workspace{}, err
 	}
 	e.layers = []string{snap}

@@ -30,14 +30,14 @@ func (s *Store) Claim(req job.Request, rec StatusRecord) (bool, error) {
 		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot create run directory")
 	}
 	defer os.RemoveAll(tmp) // gone after a successful rename
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, PrivateDirMode); err != nil {
 		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot create run directory")
 	}
 	b, err := job.MarshalIndent(req)
 	if err != nil {
 		return false, job.Wrap(job.CodeRunIOFailed, err, "cannot encode "+RequestFile)
 	}
-	if err := writeFile(filepath.Join(tmp, RequestFile), b, 0o644, false); err != nil {
+	if err := writeFile(filepath.Join(tmp, RequestFile), b, RecordFileMode, false); err != nil {
 		return false, err
 	}
 	if rec.JobID != "" {
@@ -48,7 +48,7 @@ func (s *Store) Claim(req job.Request, rec StatusRecord) (bool, error) {
 		if err != nil {
 			return false, job.Wrap(job.CodeRunIOFailed, err, "cannot encode "+StatusFile)
 		}
-		if err := writeFile(filepath.Join(tmp, StatusFile), b, 0o644, false); err != nil {
+		if err := writeFile(filepath.Join(tmp, StatusFile), b, RecordFileMode, false); err != nil {
 			return false, err
 		}
 	}

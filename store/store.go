@@ -65,8 +65,15 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "store directory is not usable")
 	}
-	if err := os.MkdirAll(filepath.Join(abs, "runs"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(abs, "runs"), PrivateDirMode); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create store directory")
+	}
+	// Private to the runner's user: others may pass through (a sandbox's
+	// uid reaches its workspace below), never list or read records.
+	for _, d := range []string{abs, filepath.Join(abs, "runs")} {
+		if err := restrict(d); err != nil {
+			return nil, err
+		}
 	}
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
@@ -96,7 +103,7 @@ func (s *Store) Create(id string) error {
 	if !ValidJobID(id) {
 		return job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
 	}
-	if err := os.MkdirAll(s.RunDir(id), 0o755); err != nil {
+	if err := os.MkdirAll(s.RunDir(id), PrivateDirMode); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot create run directory")
 	}
 	return nil
@@ -195,7 +202,7 @@ func (s *Store) writeJSON(id, name string, v any, durable bool) error {
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot encode "+name)
 	}
-	return writeFile(filepath.Join(s.RunDir(id), name), b, 0o644, durable)
+	return writeFile(filepath.Join(s.RunDir(id), name), b, RecordFileMode, durable)
 }
 
 func (s *Store) readJSON(id, name string, v any) error {
