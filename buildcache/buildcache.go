@@ -1,41 +1,66 @@
 // Package buildcache keeps the persistent build caches jobs ask for with
-// workspace.caches: one directory per name under the runner's store
-// (<store>/caches/<name>), shared by every job that names it, across jobs
-// and runner restarts. A job holds a shared lock on its caches while it
-// runs, so any number of jobs use one cache at once (the tools that own
-// these caches, Go's build cache among them, are safe for concurrent
-// use); eviction and garbage collection take the lock exclusively and
-// never wait for a job: a cache in use is left for the next pass.
+// workspace.caches. A cache belongs to its caller: it lives in the
+// caller's namespace, <store>/caches/<namespace>/<name>, so two callers
+// naming one cache get two directories and neither can plant an entry the
+// other's build trusts. The namespace is never taken from the request: the
+// door that accepted the job sets it (TokenNamespace over HTTP,
+// LocalNamespace for this host's own processes), and only the names the
+// operator declares shared live in SharedNamespace.
 //
-// The size cap is checked after each job that used the cache, not while
-// it runs: the job that crosses it finishes, then the oldest files (by
-// modification time, which Go's cache refreshes on use) are removed until
-// the cache fits again. A cache no job used for MaxAge is removed whole.
+// A job holds a shared lock on its caches while it runs, so any number of
+// jobs use one cache at once (the tools that own these caches, Go's build
+// cache among them, are safe for concurrent use); eviction and garbage
+// collection take the lock exclusively and never wait for a job, and no
+// job waits for them: a job that finds its cache being trimmed, or over a
+// cap, gets an empty scratch directory in its place for that run.
+//
+// Two caps bound each cache: MaxBytes on the blocks allocated (st_blocks,
+// so sparse files count what they hold and directories, symlinks and
+// empty files count what they take) and MaxInodes on the number of
+// entries of every type. They are measured after each job that used the
+// cache, in the background (Release never walks the cache), through
+// descriptor-relative walks that follow no symlink (package safecopy).
 package buildcache
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Defaults for a runner that configures neither.
+// Defaults for a runner that configures none.
 const (
-	DefaultMaxBytes = 2 << 30
-	DefaultMaxAge   = 7 * 24 * time.Hour
+	DefaultMaxBytes  = 2 << 30
+	DefaultMaxInodes = 100_000
+	DefaultMaxAge    = 7 * 24 * time.Hour
 )
 
-// lockDir holds one lock file per cache, beside the caches rather than in
-// them, so no job can remove or replace its own cache's lock. Its mtime
-// is the cache's last use.
-const lockDir = ".locks"
+// The host's own directories beside the caches of a namespace; no job can
+// reach them, and their dot keeps them apart from cache names.
+const (
+	// lockDir holds one lock file per cache. Its mtime is the cache's
+	// last use.
+	lockDir = ".locks"
+	// overDir holds a marker per cache that was last measured over a cap:
+	// it is not mounted until a trim brings it back under.
+	overDir = ".over"
+	// scratchDir holds the empty directories jobs get instead of a cache
+	// that is over a cap or being trimmed.
+	scratchDir = ".scratch"
+)
+
+// trashDir, beside the namespaces, holds trees renamed away to be removed
+// in the background (a reset cache, a used scratch directory).
+const trashDir = ".trash"
 
 var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
@@ -43,41 +68,135 @@ var validName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // name, so no slash and no dot first.
 func ValidName(name string) bool { return validName.MatchString(name) }
 
-// Caches is the set of caches under one directory.
-type Caches struct {
-	dir string
+// Options configures Caches. Zero values take the defaults.
+type Options struct {
+	// MaxBytes caps the blocks of each cache (st_blocks*512 summed over
+	// every entry), MaxInodes its entries of every type.
+	MaxBytes, MaxInodes int64
+	// Report hears the outcome of every background trim (logging); it is
+	// called from the trimming goroutine.
+	Report func(ns, name string, t Trimmed, err error)
 }
 
-// Open returns the caches under dir, creating it.
-func Open(dir string) (*Caches, error) {
-	if err := os.MkdirAll(filepath.Join(dir, lockDir), 0o755); err != nil {
+// Caches is the set of caches under one directory.
+type Caches struct {
+	dir  string
+	opts Options
+	// sem bounds the trims and removals running at once.
+	sem chan struct{}
+	mu  sync.Mutex
+	// trimming holds the caches a background trim runs for; true asks for
+	// another pass once it ends.
+	trimming map[string]bool
+	wg       sync.WaitGroup
+}
+
+// Open returns the caches under dir, creating it. A store laid out by an
+// earlier version (caches shared by every caller, dir/<name>) has its
+// caches moved to the trash and removed in the background: they may hold
+// entries any caller planted.
+func Open(dir string, opts Options) (*Caches, error) {
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxInodes <= 0 {
+		opts.MaxInodes = DefaultMaxInodes
+	}
+	if err := os.MkdirAll(filepath.Join(dir, trashDir), 0o700); err != nil {
 		return nil, err
 	}
-	return &Caches{dir: dir}, nil
+	c := &Caches{dir: dir, opts: opts, sem: make(chan struct{}, 2), trimming: map[string]bool{}}
+	if err := c.retireLegacy(); err != nil {
+		return nil, err
+	}
+	// Left by a process that stopped while removing them.
+	if entries, err := os.ReadDir(filepath.Join(dir, trashDir)); err == nil {
+		for _, e := range entries {
+			c.removeLater(filepath.Join(dir, trashDir, e.Name()))
+		}
+	}
+	return c, nil
+}
+
+// retireLegacy moves the caches of the shared layout (dir/.locks beside
+// dir/<name>) into the trash.
+func (c *Caches) retireLegacy() error {
+	if fi, err := os.Lstat(filepath.Join(c.dir, lockDir)); err != nil || !fi.IsDir() {
+		return nil
+	}
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return err
+	}
+	dst, err := os.MkdirTemp(filepath.Join(c.dir, trashDir), "legacy-")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == trashDir {
+			continue
+		}
+		// Another process may have moved it first.
+		if err := os.Rename(filepath.Join(c.dir, e.Name()), filepath.Join(dst, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Dir is where the caches live.
 func (c *Caches) Dir() string { return c.dir }
 
+// Path is where cache name of namespace ns lives.
+func (c *Caches) Path(ns, name string) string { return filepath.Join(c.dir, ns, name) }
+
+// Reasons a Lease is not the cache itself.
+const (
+	NotMountedOverCap  = "over_cap"
+	NotMountedTrimming = "trimming"
+)
+
 // Lease is one job's use of one cache.
 type Lease struct {
-	// Dir is the cache's directory, to bind into the job's sandbox.
-	Dir  string
-	lock *os.File
+	// Dir is the directory to bind into the job's sandbox: the cache, or
+	// an empty scratch directory when NotMounted says why the cache was
+	// not mounted (NotMountedOverCap, NotMountedTrimming).
+	Dir        string
+	NotMounted string
+	c          *Caches
+	ns, name   string
+	lock       *os.File
 }
 
-// Acquire takes a shared lock on the cache name (waiting only while an
-// eviction or collection holds it), creates its directory if needed and
-// marks it used now.
-func (c *Caches) Acquire(name string) (*Lease, error) {
+// Acquire leases cache name of namespace ns without ever waiting: it
+// takes a shared lock on the cache, creates its directory if needed and
+// marks it used now. A cache last measured over a cap, or held
+// exclusively by a trim or collection, is not mounted: the lease is an
+// empty scratch directory instead, and a trim is started.
+func (c *Caches) Acquire(ns, name string) (*Lease, error) {
 	if !ValidName(name) {
 		return nil, fmt.Errorf("invalid cache name %q", name)
 	}
-	lock, err := c.lock(name, unix.LOCK_SH)
+	if !ValidNamespace(ns) {
+		return nil, fmt.Errorf("invalid cache namespace %q", ns)
+	}
+	for _, d := range []string{lockDir, overDir, scratchDir} {
+		if err := os.MkdirAll(filepath.Join(c.dir, ns, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if c.over(ns, name) {
+		c.TrimLater(ns, name)
+		return c.scratch(ns, name, NotMountedOverCap)
+	}
+	lock, err := c.lock(ns, name, unix.LOCK_SH|unix.LOCK_NB)
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return c.scratch(ns, name, NotMountedTrimming)
+	}
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(c.dir, name)
+	dir := c.Path(ns, name)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		lock.Close()
 		return nil, err
@@ -87,19 +206,40 @@ func (c *Caches) Acquire(name string) (*Lease, error) {
 		return nil, fmt.Errorf("cache %s is not a directory", name)
 	}
 	touch(lock)
-	return &Lease{Dir: dir, lock: lock}, nil
+	return &Lease{Dir: dir, c: c, ns: ns, name: name, lock: lock}, nil
 }
 
-// Release marks the cache used now and drops the lease's lock.
+// scratch makes the empty directory a job gets instead of cache name.
+func (c *Caches) scratch(ns, name, why string) (*Lease, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	dir := filepath.Join(c.dir, ns, scratchDir, name+"-"+hex.EncodeToString(b[:]))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Lease{Dir: dir, NotMounted: why, c: c, ns: ns, name: name}, nil
+}
+
+// Release marks the cache used now, drops the lease's lock and starts a
+// background trim of the cache; a scratch directory is removed in the
+// background. It never walks the cache itself.
 func (l *Lease) Release() {
+	if l.lock == nil {
+		l.c.removeLater(l.Dir)
+		return
+	}
 	touch(l.lock)
 	l.lock.Close()
+	l.c.TrimLater(l.ns, l.name)
 }
 
-// lock opens name's lock file and flocks it with how (LOCK_SH, LOCK_EX,
-// possibly |LOCK_NB).
-func (c *Caches) lock(name string, how int) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(c.dir, lockDir, name), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+// lock opens the lock file of cache name in ns and flocks it with how
+// (LOCK_SH, LOCK_EX, possibly |LOCK_NB).
+func (c *Caches) lock(ns, name string, how int) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Join(c.dir, ns, lockDir), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, ns, lockDir, name), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -116,117 +256,32 @@ func (c *Caches) lock(name string, how int) (*os.File, error) {
 	return f, nil
 }
 
+// over reports whether cache name was last measured over a cap.
+func (c *Caches) over(ns, name string) bool {
+	_, err := os.Lstat(filepath.Join(c.dir, ns, overDir, name))
+	return err == nil
+}
+
+// setOver records whether cache name is over a cap.
+func (c *Caches) setOver(ns, name string, over bool) error {
+	p := filepath.Join(c.dir, ns, overDir, name)
+	if !over {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 func touch(f *os.File) {
 	now := time.Now()
 	_ = os.Chtimes(f.Name(), now, now) // last use is advisory
-}
-
-// Trimmed says what Trim did.
-type Trimmed struct {
-	// Busy is true when another job held the cache: nothing was measured.
-	Busy bool
-	// Bytes is the size of the cache's regular files before eviction,
-	// Evicted how many files were removed and EvictedBytes their size.
-	Bytes, EvictedBytes int64
-	Evicted             int
-}
-
-// Trim measures the cache name and, when its regular files hold more
-// than maxBytes, removes the least recently modified ones until they fit.
-// It takes the cache's lock exclusively without waiting: while a job uses
-// the cache, Trim reports Busy and the last job to finish trims.
-func (c *Caches) Trim(name string, maxBytes int64) (Trimmed, error) {
-	var t Trimmed
-	lock, err := c.lock(name, unix.LOCK_EX|unix.LOCK_NB)
-	if errors.Is(err, unix.EWOULDBLOCK) {
-		t.Busy = true
-		return t, nil
-	}
-	if err != nil {
-		return t, err
-	}
-	defer lock.Close()
-	type file struct {
-		path  string
-		size  int64
-		mtime time.Time
-	}
-	var files []file
-	// No job holds the cache, so nothing changes under the walk; links
-	// a job left are neither followed nor counted.
-	err = filepath.WalkDir(filepath.Join(c.dir, name), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		files = append(files, file{p, info.Size(), info.ModTime()})
-		t.Bytes += info.Size()
-		return nil
-	})
-	if err != nil || t.Bytes <= maxBytes {
-		return t, err
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].mtime.Before(files[j].mtime) })
-	for _, f := range files {
-		if t.Bytes-t.EvictedBytes <= maxBytes {
-			break
-		}
-		if err := os.Remove(f.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return t, err
-		}
-		t.Evicted++
-		t.EvictedBytes += f.size
-	}
-	return t, nil
-}
-
-// Collect removes every cache whose last use is older than maxAge at now,
-// skipping caches a job holds, and returns the names it removed. Lock
-// files stay (a few bytes each): removing one that a job is about to lock
-// would let an eviction and that job hold different locks.
-func (c *Caches) Collect(now time.Time, maxAge time.Duration) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(c.dir, lockDir))
-	if err != nil {
-		return nil, err
-	}
-	var removed []string
-	var errs []error
-	for _, e := range entries {
-		name := e.Name()
-		if !ValidName(name) {
-			continue
-		}
-		info, err := e.Info()
-		if err != nil || now.Sub(info.ModTime()) < maxAge {
-			continue
-		}
-		dir := filepath.Join(c.dir, name)
-		if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-			continue // collected before
-		}
-		lock, err := c.lock(name, unix.LOCK_EX|unix.LOCK_NB)
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		// Checked again under the lock: a job may have used it meanwhile.
-		if fi, err := lock.Stat(); err == nil && now.Sub(fi.ModTime()) >= maxAge {
-			if err := os.RemoveAll(dir); err != nil {
-				errs = append(errs, err)
-			} else {
-				removed = append(removed, name)
-			}
-		}
-		lock.Close()
-	}
-	return removed, errors.Join(errs...)
 }

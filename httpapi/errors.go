@@ -6,6 +6,10 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
+// CodeUnsupportedMediaType: a state-changing request's body is not JSON
+// or YAML (415; docs/api.md "HTTP conventions").
+const CodeUnsupportedMediaType job.Code = "validation.unsupported_media_type"
+
 // httpStatus is the one place job error codes become HTTP statuses.
 // A job's policy denials are terminal results, not errors; a policy
 // refusal that keeps a submission from being accepted at all (a task
@@ -15,6 +19,8 @@ func httpStatus(c job.Code) int {
 	switch c {
 	case job.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	case job.CodeJobNotFound:
 		return http.StatusNotFound
 	case job.CodeJobConflict, job.CodeNotTerminal:
@@ -48,6 +54,8 @@ func writeError(w http.ResponseWriter, err error) {
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent-runner"`)
+		// A connection that failed authentication is not kept alive.
+		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, status, map[string]any{"error": jerr})
 }

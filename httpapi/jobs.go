@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
 )
@@ -48,7 +49,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && req.Trace.String(job.TraceID) == "" {
 		req.Trace = req.Trace.WithString(job.TraceID, sc.TraceID().String())
 	}
-	acc, created, err := s.jobs.Submit(ctx, req)
+	ns, err := s.cacheNamespace(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	acc, created, err := s.jobs.SubmitAs(ctx, ns, req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -58,6 +64,21 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, acc)
+}
+
+// cacheNamespace is the namespace of the caller's build caches: its
+// bearer token's name (an unnamed token has none, and its jobs may not
+// name caches), or the host's local one when the server has no tokens
+// (loopback only).
+func (s *Server) cacheNamespace(r *http.Request) (string, error) {
+	if s.cfg.Tokens == nil {
+		return buildcache.LocalNamespace, nil
+	}
+	name, err := s.cfg.Tokens.Authenticate(r)
+	if err != nil {
+		return "", err
+	}
+	return buildcache.TokenNamespace(name), nil
 }
 
 // get returns the status, or the result once terminal. With ?wait=DURATION
@@ -121,14 +142,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // cancel stops a job (see jobs.Service.Cancel): 200 with the result once
-// terminal, 202 with the status while a running job's kill goes on.
+// terminal, 202 with the status while a running job's kill goes on. A
+// token that may cancel but not read gets the status only (200 once
+// terminal): never the result's output, artifacts or error.
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	v, err := s.jobs.Cancel(r.Context(), r.PathValue("job_id"))
-	if err == nil && v.Result == nil {
+	switch {
+	case err == nil && v.Result == nil:
 		writeJSON(w, http.StatusAccepted, v.Status)
-		return
+	case err == nil && s.cfg.Tokens.Authorize(r, ScopeRead) != nil:
+		writeJSON(w, http.StatusOK, v.Status)
+	default:
+		writeView(w, v, err)
 	}
-	writeView(w, v, err)
 }
 
 func (s *Server) artifacts(w http.ResponseWriter, r *http.Request) {

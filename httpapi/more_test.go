@@ -31,6 +31,7 @@ func TestAuth(t *testing.T) {
 	body, _ := json.Marshal(e.request([]string{"true"}, "true"))
 	do := func(method, path, token string) int {
 		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}

@@ -4,7 +4,9 @@
 // WebSocket (one job's, and every job's and task's state on /v1/events),
 // Prometheus metrics and the OpenAPI document. Requests become
 // queued jobs; workers (package worker) run them. Error codes become HTTP
-// statuses in exactly one place (errors.go).
+// statuses in exactly one place (errors.go). Before any route, every
+// request passes guard.go (Host, Origin, a JSON or YAML body); serve
+// caps connections per client IP with LimitConnsPerIP (conns.go).
 package httpapi
 
 import (
@@ -58,6 +60,12 @@ type Config struct {
 	// lie (validation.path_escape otherwise); serve always sets it, nil
 	// leaves paths unchecked (library use).
 	WorkspaceRoots *workspaceroot.Roots
+	// ListenAddr is the address serve listens on: its host, unless a
+	// wildcard, is served besides loopback's names (guard.go).
+	ListenAddr string
+	// AllowedHosts (--allowed-host: "name" for any port, or "name:port")
+	// are further hosts a request's Host may name and an Origin may be.
+	AllowedHosts []string
 }
 
 // Server serves the HTTP API.
@@ -67,6 +75,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *Metrics
+	hosts   hostPolicy
 }
 
 // New builds a Server and registers its routes.
@@ -89,7 +98,7 @@ func New(cfg Config) *Server {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), hosts: newHostPolicy(cfg.ListenAddr, cfg.AllowedHosts)}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queue)
 	s.jobs = cfg.Jobs
 	if s.jobs == nil {
@@ -108,23 +117,14 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // Tracer is the tracer spans are recorded with.
 func (s *Server) Tracer() trace.Tracer { return s.cfg.Tracer }
 
-// Handler is the root handler. With tokens configured it refuses every
+// Handler is the root handler. Every request passes guard first: a Host
+// the server serves, no foreign Origin, a JSON or YAML body on a
+// state-changing request; with tokens configured it also refuses every
 // request without a known bearer token, except the public routes, before
 // any route's own scope check; so a route mounted on Mux without Auth is
 // still never anonymous.
 func (s *Server) Handler() http.Handler {
-	if s.cfg.Tokens == nil {
-		return s.mux
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !publicPaths[r.URL.Path] {
-			if _, err := s.cfg.Tokens.Authenticate(r); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		s.mux.ServeHTTP(w, r)
-	})
+	return s.guard(s.mux)
 }
 
 // publicPaths need no token: the health check, the API document and the

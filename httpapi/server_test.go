@@ -46,6 +46,8 @@ type opts struct {
 	natsURL   string
 	timeout   time.Duration
 	keepAlive time.Duration
+	// allowedHosts is Config.AllowedHosts (guard_test.go).
+	allowedHosts []string
 }
 
 func newEnv(t *testing.T, o opts) *env {
@@ -63,7 +65,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens, RequestTimeout: o.timeout, KeepAlive: o.keepAlive})
+	api := httpapi.New(httpapi.Config{Runner: r, Queue: q, Tokens: o.tokens, RequestTimeout: o.timeout, KeepAlive: o.keepAlive, AllowedHosts: o.allowedHosts})
 	srv := httptest.NewServer(api.Handler())
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
@@ -113,6 +115,7 @@ func (e *env) post(body any, hdr ...string) (*http.Response, []byte) {
 		b, _ = json.Marshal(v)
 	}
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/v1/jobs", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// (library use).
 	WorkspaceRoots *workspaceroot.Roots
 	Observer       Observer
+	// SharedCaches are the workspace.caches names the operator shares
+	// across callers (serve --shared-cache); every other cache lives in
+	// its caller's namespace (SubmitAs).
+	SharedCaches []string
 }
 
 // Service is the jobs service. It is safe for concurrent use.
@@ -106,24 +110,41 @@ type Accepted struct {
 // reports whether the job was created; a job_id already used by the same
 // request is returned as it stands (false), by a different request it is
 // job.conflict. A full queue is queue.full and leaves no record behind.
+//
+// Submit has no caller to scope build caches to: a request with
+// workspace.caches is refused (validation.invalid_request); doors that
+// know their caller use SubmitAs.
 func (s *Service) Submit(ctx context.Context, req *job.Request) (Accepted, bool, error) {
-	return s.submit(ctx, req, nil)
+	return s.submit(ctx, "", req, nil)
+}
+
+// SubmitAs is Submit on behalf of a caller: cacheNamespace is the
+// namespace its workspace.caches live in (buildcache.TokenNamespace of
+// the bearer token's name, buildcache.LocalNamespace for this host's own
+// user), so two callers naming one cache get two directories. Empty
+// refuses caches, as Submit does.
+func (s *Service) SubmitAs(ctx context.Context, cacheNamespace string, req *job.Request) (Accepted, bool, error) {
+	return s.submit(ctx, cacheNamespace, req, nil)
 }
 
 // SubmitWith is Submit for in-process doors that expose host directories
 // to the job (capability sessions' read and write roots): mounts travel
 // with the queued message, never through a JSON door.
 func (s *Service) SubmitWith(ctx context.Context, req *job.Request, m Mounts) (Accepted, bool, error) {
-	return s.submit(ctx, req, &m)
+	return s.submit(ctx, "", req, &m)
 }
 
-func (s *Service) submit(ctx context.Context, req *job.Request, m *Mounts) (Accepted, bool, error) {
+func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, m *Mounts) (Accepted, bool, error) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = telemetry.JobContext(ctx, *req)
 	}
 	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
 	defer span.End()
 	if err := s.admit(req, m); err != nil {
+		s.cfg.Observer.Rejected(job.CodeOf(err))
+		return Accepted{}, false, err
+	}
+	if err := cacheCaller(req, cacheNS); err != nil {
 		s.cfg.Observer.Rejected(job.CodeOf(err))
 		return Accepted{}, false, err
 	}
@@ -149,7 +170,7 @@ func (s *Service) submit(ctx context.Context, req *job.Request, m *Mounts) (Acce
 	// The queued event goes out before the job can reach a worker, so it
 	// always precedes "running" in the event stream.
 	_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
-	payload, err := json.Marshal(queue.Message{Request: *req, Mounts: m})
+	payload, err := json.Marshal(queue.Message{Request: *req, Mounts: m, CacheNamespace: cacheNS, SharedCaches: s.sharedCaches(req)})
 	if err == nil {
 		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)
 	}

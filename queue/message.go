@@ -13,6 +13,12 @@ type Message struct {
 	// session's read and write roots) exposes to the job. No JSON door
 	// can set them: the HTTP and MCP doors publish requests only.
 	Mounts *Mounts `json:"mounts,omitempty"`
+	// CacheNamespace is the namespace of the job's workspace.caches, its
+	// caller's (package buildcache), and SharedCaches the names of them
+	// the operator shares across callers: set by the door that accepted
+	// the job (jobs.Service), never by the request.
+	CacheNamespace string   `json:"cache_namespace,omitempty"`
+	SharedCaches   []string `json:"shared_caches,omitempty"`
 }
 
 // Mounts are runner.Options' library-only directories, carried over the
@@ -26,14 +32,16 @@ type Mounts struct {
 // earlier versions, still queued after an upgrade) is accepted too.
 func DecodeMessage(b []byte) (Message, error) {
 	var m struct {
-		Request *job.Request `json:"request"`
-		Mounts  *Mounts      `json:"mounts"`
+		Request        *job.Request `json:"request"`
+		Mounts         *Mounts      `json:"mounts"`
+		CacheNamespace string       `json:"cache_namespace"`
+		SharedCaches   []string     `json:"shared_caches"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
 	}
 	if m.Request != nil {
-		return Message{Request: *m.Request, Mounts: m.Mounts}, nil
+		return Message{Request: *m.Request, Mounts: m.Mounts, CacheNamespace: m.CacheNamespace, SharedCaches: m.SharedCaches}, nil
 	}
 	var req job.Request
 	if err := json.Unmarshal(b, &req); err != nil {

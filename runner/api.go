@@ -37,6 +37,14 @@ type Options struct {
 	// instead of workspace.path (a replay runs on a restored snapshot,
 	// which never held them).
 	MountRoot string
+	// CacheNamespace is the namespace of the job's workspace.caches: its
+	// caller's, set by the door that accepted it (package buildcache),
+	// never by the request. Empty: buildcache.LocalNamespace (this host's
+	// own processes: run, replay, library use). SharedCaches are the
+	// cache names the operator shares across callers
+	// (buildcache.SharedNamespace). Library-only, like ReadOnly.
+	CacheNamespace string
+	SharedCaches   []string
 	// Attempt is recorded in the result (1 for a first run).
 	Attempt int
 	// Interrupted, when set and true as a run ends without completing,

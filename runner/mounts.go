@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
+	"io"
 	"path"
 	"path/filepath"
 	"strings"
@@ -14,6 +14,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/validation"
 )
@@ -23,16 +24,20 @@ const CachesDir = "caches"
 
 // Log attribute keys of the cache stage.
 const (
-	logCache   = "cache"
-	logBytes   = "bytes"
-	logEvicted = "evicted"
-	logRemoved = "removed"
+	logCache     = "cache"
+	logNamespace = "namespace"
+	logBytes     = "bytes"
+	logInodes    = "inodes"
+	logEvicted   = "evicted"
+	logRemoved   = "removed"
 )
 
 // binds resolves the request's read-only mounts (again: the workspace may
 // have changed since validation), records their digest and leases its
-// caches. release gives the caches back and trims them; it must be called
-// once the backend returned, also after an error.
+// caches in the caller's namespace (Options.CacheNamespace, shared names
+// in buildcache.SharedNamespace). release gives the caches back, which
+// trims them in the background; it must be called once the backend
+// returned, also after an error.
 func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release func(), err error) {
 	release = func() {}
 	w := e.req.Workspace
@@ -56,17 +61,28 @@ func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release fu
 		}
 		e.res.Replay.ReadOnlyMountsSHA256 = sum
 	}
+	if len(w.Caches) == 0 {
+		return binds, release, nil
+	}
+	ns := e.opts.CacheNamespace
+	if ns == "" {
+		ns = buildcache.LocalNamespace
+	}
 	var leases []*buildcache.Lease
 	release = func() {
-		for i, l := range leases {
-			l.Release()
-			e.r.trimCache(w.Caches[i].Name, e.req.JobID)
+		for _, l := range leases {
+			l.Release() // trims in the background: the job does not wait
 		}
 	}
 	for _, c := range w.Caches {
-		l, err := e.r.caches.Acquire(c.Name)
+		cns := buildcache.NamespaceFor(ns, e.opts.SharedCaches, c.Name)
+		l, err := e.r.caches.Acquire(cns, c.Name)
 		if err != nil {
 			return nil, release, job.Wrap(job.CodeBackendSetupFailed, err, "cannot open the build cache").With("cache", c.Name)
+		}
+		if l.NotMounted != "" {
+			e.r.log.Warn("build cache not mounted: the job gets an empty directory", logCache, c.Name, logNamespace, cns,
+				"reason", l.NotMounted, telemetry.KeyJobID, e.req.JobID)
 		}
 		leases = append(leases, l)
 		binds = append(binds, backend.Bind{Source: l.Dir, Target: c.Path})
@@ -74,20 +90,43 @@ func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release fu
 	return binds, release, nil
 }
 
-// trimCache enforces the cache size cap after job jobID (logged, never a
-// job error: the job's result does not depend on it).
-func (r *Runner) trimCache(name, jobID string) {
-	t, err := r.caches.Trim(name, r.cfg.CacheMaxBytes)
+// openCaches opens the store's build caches with the runner's caps.
+func (r *Runner) openCaches() error {
+	caches, err := buildcache.Open(filepath.Join(r.store.Dir(), CachesDir), buildcache.Options{
+		MaxBytes: r.cfg.CacheMaxBytes, MaxInodes: r.cfg.CacheMaxInodes, Report: r.reportTrim,
+	})
+	if err != nil {
+		return job.Wrap(job.CodeRunIOFailed, err, "cannot open the build caches")
+	}
+	r.caches = caches
+	return nil
+}
+
+// reportTrim logs a background trim (never a job error: no job's result
+// depends on it).
+func (r *Runner) reportTrim(ns, name string, t buildcache.Trimmed, err error) {
 	switch {
 	case err != nil:
-		r.log.Warn("cache trim failed", logCache, name, telemetry.KeyJobID, jobID, "error", err)
+		r.log.Warn("cache trim failed", logCache, name, logNamespace, ns, "error", err)
+	case t.Reset:
+		r.log.Info("cache reset", logCache, name, logNamespace, ns, logBytes, t.Usage.Bytes, logInodes, t.Usage.Inodes)
 	case t.Evicted > 0:
-		r.log.Info("cache trimmed", logCache, name, telemetry.KeyJobID, jobID, logBytes, t.Bytes, logEvicted, t.Evicted)
+		r.log.Info("cache trimmed", logCache, name, logNamespace, ns, logBytes, t.Usage.Bytes, logInodes, t.Usage.Inodes, logEvicted, t.Evicted)
+	case t.Busy:
+		r.log.Info("cache over its cap but in use: not mounted until the last job trims it", logCache, name, logNamespace, ns)
+	}
+}
+
+// waitCaches waits for the background trims and removals (Close).
+func (r *Runner) waitCaches() {
+	if r.caches != nil {
+		r.caches.Wait()
 	}
 }
 
 // CollectCaches removes the build caches no job used for CacheMaxAge. New
-// calls it; a long-running server calls it periodically.
+// calls it; a long-running server calls it periodically. Removed caches
+// are deleted in the background.
 func (r *Runner) CollectCaches() {
 	removed, err := r.caches.Collect(time.Now(), r.cfg.CacheMaxAge)
 	if err != nil {
@@ -123,30 +162,44 @@ func escapeGlob(p string) string {
 // line per entry, in walk order, with its kind, size and modification
 // time, not its content. A file changed in place within the same
 // nanosecond and size is not seen; replay reports the digest, it does not
-// restore the mounts.
+// restore the mounts. Each source is read from its own descriptor with
+// safecopy (no symlink followed at any level), so a directory of the
+// workspace swapped for a link while it is listed never lists a host
+// directory into the digest.
 func mountsDigest(ctx context.Context, rels, sources []string) (string, error) {
 	h := sha256.New()
 	for i, src := range sources {
-		err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p) // p is src or beneath it
-			fmt.Fprintf(h, "%s %s %d %d\x00", path.Join(rels[i], filepath.ToSlash(rel)), info.Mode().Type(), info.Size(), info.ModTime().UnixNano())
-			return nil
-		})
+		root, err := safecopy.OpenRoot(src)
+		if err != nil {
+			return "", err
+		}
+		err = digestMount(ctx, h, rels[i], root)
+		root.Close()
 		if err != nil {
 			return "", err
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// digestMount writes mountsDigest's lines for one mount: its root (named
+// rel), then every entry below it.
+func digestMount(ctx context.Context, w io.Writer, rel string, root *safecopy.Root) error {
+	line := func(p string, info safecopy.Info) {
+		fmt.Fprintf(w, "%s %s %d %d\x00", p, info.Mode.Type(), info.Size, info.ModTime)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	info, err := root.Stat()
+	if err != nil {
+		return err
+	}
+	line(rel, info)
+	return root.Walk(ctx, func(p string, info safecopy.Info) error {
+		line(path.Join(rel, p), info)
+		return nil
+	})
 }
 
 // CollectCachesEvery runs CollectCaches every interval until ctx ends (a

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -41,7 +40,15 @@ type Config struct {
 	Egress           *egress.Operator
 	AllowHostNetwork bool
 	// RequireEnforcement turns a backend that cannot enforce a limit into
-	// a backend_unavailable result instead of a recorded "not_enforced".
+	// a backend_unavailable result instead of a recorded "not_enforced",
+	// for every backend and every limit it names (requiredLimits), asked
+	// for or not. Without it, the memory, CPU and process limits a job
+	// asks for still fail closed on an isolating backend: linux_sandbox
+	// refuses such a job (backend_unavailable) before any of its code
+	// runs unless it was built with backend.Config.AllowUnenforcedLimits
+	// (the doors' --allow-unenforced-limits), and the result then says
+	// not_enforced. Only the backend knows, per run, whether its cgroup
+	// was made, so that default lives there.
 	RequireEnforcement bool
 	// KillGrace is the time between SIGTERM and SIGKILL (default 2 s).
 	KillGrace time.Duration
@@ -52,12 +59,14 @@ type Config struct {
 	// job here); records are atomic against process crashes either way.
 	Durable bool
 	Logger  *slog.Logger
-	// CacheMaxBytes caps each build cache (workspace.caches), checked
-	// after every job that used it (default buildcache.DefaultMaxBytes);
-	// CacheMaxAge removes a cache no job used for that long (default
-	// buildcache.DefaultMaxAge).
-	CacheMaxBytes int64
-	CacheMaxAge   time.Duration
+	// CacheMaxBytes caps the blocks of each build cache
+	// (workspace.caches) and CacheMaxInodes its entries of every type,
+	// checked in the background after every job that used it (defaults
+	// buildcache.DefaultMaxBytes, DefaultMaxInodes); CacheMaxAge removes
+	// a cache no job used for that long (default buildcache.DefaultMaxAge).
+	CacheMaxBytes  int64
+	CacheMaxInodes int64
+	CacheMaxAge    time.Duration
 	// SharedStore says API nodes and workers of one queue share this
 	// store: runs found started belong to the queue's redelivery.
 	SharedStore bool
@@ -135,18 +144,21 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.CacheMaxAge <= 0 {
 		cfg.CacheMaxAge = buildcache.DefaultMaxAge
 	}
-	caches, err := buildcache.Open(filepath.Join(st.Dir(), CachesDir))
-	if err != nil {
+	r := &Runner{cfg: cfg, store: st, log: cfg.Logger.With("component", "runner")}
+	if err := r.openCaches(); err != nil {
 		st.Close()
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the build caches")
+		return nil, err
 	}
-	r := &Runner{cfg: cfg, store: st, caches: caches, log: cfg.Logger.With("component", "runner")}
 	r.CollectCaches()
 	return r, nil
 }
 
-// Close releases the runner's hold of the store's owner lock, if any.
-func (r *Runner) Close() error { return r.store.Close() }
+// Close waits for the build caches' background trims and releases the
+// runner's hold of the store's owner lock, if any.
+func (r *Runner) Close() error {
+	r.waitCaches()
+	return r.store.Close()
+}
 
 // Store returns the run store.
 func (r *Runner) Store() *store.Store { return r.store }

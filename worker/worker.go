@@ -352,6 +352,9 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 		Interrupted: shutdown,
 		ReadOnly:    msg.Mounts.GetReadOnly(),
 		Writable:    msg.Mounts.GetWritable(),
+		// The caller's build caches, as the accepting door scoped them.
+		CacheNamespace: msg.CacheNamespace,
+		SharedCaches:   msg.SharedCaches,
 	})
 	// A job that finished on its own as shutdown came keeps its result;
 	// any other ending then was the kill.

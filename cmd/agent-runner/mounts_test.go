@@ -126,7 +126,7 @@ func TestCacheReusedAcrossJobs(t *testing.T) {
 		t.Fatalf("job 2 = %s %+v stdout %q stderr %q, want job 1's file", res.Status, res.Error, res.Stdout.Text, res.Stderr.Text)
 	}
 	for name, want := range map[string]string{"f": "from job 2", "g": "new"} {
-		if b, err := os.ReadFile(filepath.Join(store, "caches", "x", "d", name)); err != nil || string(b) != want {
+		if b, err := os.ReadFile(filepath.Join(store, "caches", "local", "x", "d", name)); err != nil || string(b) != want {
 			t.Errorf("cache file %s = %q %v, want %q", name, b, err, want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/validation"
@@ -64,9 +65,13 @@ func init() {
 			if err != nil {
 				return err
 			}
+			// After the result is out, wait for the trims of the job's
+			// build caches (they run in the background).
+			defer r.Close()
 			ctx, stop := signalContext()
 			defer stop()
-			res, err := r.Run(ctx, *req, runner.Options{Attempt: 1})
+			// The CLI's caller is this host's user: its caches are local.
+			res, err := r.Run(ctx, *req, runner.Options{Attempt: 1, CacheNamespace: buildcache.LocalNamespace})
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
@@ -81,6 +83,10 @@ type serveOptions struct {
 	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
 	durable, noWorkers, unsafeLocal                                                                bool
 	workspaceRoots                                                                                 []string
+	allowedHosts                                                                                   []string
+	sharedCaches                                                                                   []string
+	idleTimeout                                                                                    time.Duration
+	maxConnsPerIP                                                                                  int
 	network                                                                                        egressFlags
 	view                                                                                           sandboxFlags
 }
@@ -116,6 +122,10 @@ func init() {
 	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
 	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this loopback host:port")
 	f.StringArrayVar(&o.workspaceRoots, "workspace-root", nil, "directory under which submitted workspaces, MCP workspaces and task repositories must lie (repeatable; default: the working directory; the store is always refused)")
+	f.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a host name (any port) or host:port clients reach serve by, besides loopback's and --addr's: requests naming another Host are refused, and a browser Origin must be serve's own or one of these (repeatable)")
+	f.StringArrayVar(&o.sharedCaches, "shared-cache", nil, "a workspace.caches name shared by every caller (repeatable); any other cache belongs to the caller's token, so two tokens naming it get two caches. A shared cache is writable by every caller: share only caches whose entries you trust any of them to write")
+	f.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "close a keep-alive connection idle this long")
+	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", httpapi.DefaultMaxConnsPerIP, "most open connections from one client IP; further ones are closed on accept (0: no limit)")
 	serveCmd.RunE = func(cmd *cobra.Command, _ []string) error { return serve(o) }
 	rootCmd.AddCommand(serveCmd)
 }
@@ -124,6 +134,14 @@ func serve(o serveOptions) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return usageError{err}
+	}
+	if o.idleTimeout <= 0 {
+		return usageError{errors.New("--idle-timeout must be positive")}
+	}
+	for _, name := range o.sharedCaches {
+		if !buildcache.ValidName(name) {
+			return usageError{fmt.Errorf("--shared-cache %q: not a cache name (^[a-z0-9][a-z0-9._-]{0,63}$)", name)}
+		}
 	}
 	log := telemetry.Logger(os.Stderr, level)
 	var tokens *auth.Tokens
@@ -195,7 +213,9 @@ func serve(o serveOptions) error {
 	api := httpapi.New(httpapi.Config{
 		Runner: r, Queue: q, Logger: log, Tokens: tokens, MaxBodyBytes: o.maxBody,
 		RequestTimeout: o.requestTimeout, Registry: reg, Tracer: tracer, WorkspaceRoots: roots,
+		ListenAddr: o.addr, AllowedHosts: o.allowedHosts,
 	})
+	api.Jobs().ShareCaches(o.sharedCaches)
 	if o.natsURL == "" && o.natsListen == "" {
 		// Only this process submits to its own queue: drop records of
 		// submits a crash cut off before they were queued.
@@ -231,7 +251,8 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot listen").With("addr", o.addr)
 	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln = httpapi.LimitConnsPerIP(ln, o.maxConnsPerIP)
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: o.idleTimeout}
 	poolDone := make(chan struct{})
 	if o.noWorkers {
 		close(poolDone)

@@ -20,7 +20,10 @@ func init() {
 	serveCmd.Flags().BoolVar(&allowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
 	serveMounts = append(serveMounts, func(_ context.Context, d serveDeps) error {
 		s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend})
-		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		// serve's root handler already holds Host and Origin to loopback,
+		// --addr and --allowed-host (httpapi guard.go), for /mcp too; the
+		// SDK's own loopback-only Host check would refuse --allowed-host.
+		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
 		d.Mux.Handle("/mcp", d.Auth(auth.ScopeSubmit, h))
 		return nil
 	})
