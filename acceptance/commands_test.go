@@ -31,6 +31,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"jsonvar":   cmdJSONVar,
 	"waitjson":  cmdWaitJSON,
 	"gitrepo":   cmdGitRepo,
+	"mcpcall":   cmdMCPCall,
 }
 
 // server is a serve process a script started.
@@ -348,4 +349,22 @@ func newToken(ts *testscript.TestScript) string {
 	_, err := rand.Read(b)
 	ts.Check(err)
 	return "acc-" + hex.EncodeToString(b)
+}
+
+// bearerClient sends token on every request (none when empty).
+func bearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
 }
