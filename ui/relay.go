@@ -22,7 +22,9 @@ import (
 // page reads this. The relay dials the WebSocket route through serve's own
 // router in-process (no socket, no second listener), forwarding the
 // caller's Authorization header, so the route's own scope check and
-// behaviour are what the page gets.
+// behaviour are what the page gets. It asks for output in chunks
+// (?output=chunks), and reads the next message only once the page took the
+// last: the route reads the task's records at the page's pace.
 type relay struct {
 	ln  *pipeListener
 	hc  *http.Client
@@ -47,7 +49,9 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, job.Errorf(job.CodeInternal, "streaming unsupported"))
 		return
 	}
-	target := "ws://agent-runner.internal/ws/tasks/" + url.PathEscape(r.PathValue("id")) + "/stream"
+	// Output in chunks of lines, not a message a line: the page renders
+	// a chunk at a time, and a flood costs a message per 64 KiB.
+	target := "ws://agent-runner.internal/ws/tasks/" + url.PathEscape(r.PathValue("id")) + "/stream?output=chunks"
 	hdr := http.Header{}
 	if v := r.Header.Get("Authorization"); v != "" {
 		hdr.Set("Authorization", v)

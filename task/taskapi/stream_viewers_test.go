@@ -57,7 +57,8 @@ func heapNow() uint64 {
 // (a slow browser), cost serve a small bounded heap (each reads the log
 // from its own offset as its connection accepts, not the backlog at
 // once); read to the end, each gets every line, the unterminated last one
-// included, and the terminal state change only after the last output.
+// included, and the terminal state change only after the last output,
+// in lines or in chunks.
 func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 50 MB log")
@@ -77,7 +78,12 @@ func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
 	const viewers = 4
 	conns := make([]*websocket.Conn, viewers)
 	for i := range conns {
-		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/tasks/"+id+"/stream", nil)
+		// Odd viewers read the output in chunks (?output=chunks).
+		url := "ws" + strings.TrimPrefix(base, "http") + "/ws/tasks/" + id + "/stream"
+		if i%2 == 1 {
+			url += "?output=chunks"
+		}
+		c, _, err := websocket.Dial(ctx, url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,8 +121,8 @@ func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
 			switch m.Type {
 			case "output":
 				if m.Stream == "stdout" {
-					lines++
-					lastText = m.Text
+					lines += max(m.Lines, 1)
+					lastText = m.Text[strings.LastIndexByte(m.Text, '\n')+1:]
 				}
 				if len(order) == 0 || order[len(order)-1] != "output" {
 					order = append(order, "output")
@@ -131,5 +137,50 @@ func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
 		if got := order[len(order)-2:]; !cmp.Equal(got, []string{"output", "completed"}) {
 			t.Errorf("viewer %d: stream ends %q, want the output, then completed", i, got)
 		}
+	}
+}
+
+// TestLogsCompletedComesAfterTheLastLine: the SSE logs of a finished task
+// end with every line, an unterminated last one included, then
+// completed.
+func TestLogsCompletedComesAfterTheLastLine(t *testing.T) {
+	base, origin, s := setupWith(t, nil)
+	const id = "sse-order"
+	resp, err := http.Post(base+"/api/v1/tasks", "application/yaml", strings.NewReader(manifest(id, origin, "")))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("submit = %v %v", resp, err)
+	}
+	waitState(t, base, id, "completed")
+	f, err := os.OpenFile(filepath.Join(s.Dir(id), "outbox", "progress", "stderr.log"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("no newline at the end")
+	f.Close()
+	resp, err = http.Get(base + "/api/v1/tasks/" + id + "/logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			var d struct{ Line string }
+			json.Unmarshal([]byte(v), &d)
+			events = append(events, event+":"+d.Line)
+		}
+	}
+	if len(events) < 2 {
+		t.Fatalf("events = %q", events)
+	}
+	want := []string{"stderr:no newline at the end", "completed:"}
+	if diff := cmp.Diff(want, events[len(events)-2:]); diff != "" {
+		t.Errorf("last events (-want +got):\n%s", diff)
 	}
 }

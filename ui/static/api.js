@@ -114,11 +114,12 @@ async function* lines(res, sep) {
     const { value, done } = await reader.read();
     if (done) break;
     buf += value;
-    let i;
-    while ((i = buf.indexOf(sep)) >= 0) {
-      yield buf.slice(0, i);
-      buf = buf.slice(i + sep.length);
+    let start = 0, i;
+    while ((i = buf.indexOf(sep, start)) >= 0) {
+      yield buf.slice(start, i);
+      start = i + sep.length;
     }
+    buf = buf.slice(start);
   }
 }
 

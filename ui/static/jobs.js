@@ -30,18 +30,20 @@ async function resultOf(id) {
   return resultCache.get(id);
 }
 
-// jobsList: GET /v1/jobs with status and trace filters and cursor paging,
-// read when the list-wide stream (GET /v1/events) connects, then kept
-// current by its status events: a row changes status in place, leaves
-// when it no longer matches the status filter, and a job that comes to
-// match and falls within this page's ids is added where the API would
-// list it (ids in order, oldest first; the page keeps its size).
+// jobsList: every job that matches the status and trace filters, newest
+// first (job ids are time-ordered; GET /v1/jobs lists them oldest first,
+// so the page reads all its pages of ids, 1000 a request, and shows them
+// the other way round), paged by offset. It reads when the list-wide
+// stream (GET /v1/events) connects, then is kept current by its status
+// events: a row changes status in place, leaves when it no longer
+// matches the status filter, and a job that comes to match is added
+// where it sorts (a new job: at the top of the first page; the page
+// keeps its size).
 export function jobsList(main, query, signal) {
   const status = query.get('status') || '';
   const traceFilter = query.get('trace') || '';
   const limit = query.get('limit') || '25';
-  const cursor = query.get('cursor') || '';
-  const prev = (query.get('prev') || '').split(',').filter(Boolean);
+  const offset = Math.max(0, Number(query.get('offset') || 0));
 
   const go = (q) => {
     const p = new URLSearchParams();
@@ -71,23 +73,23 @@ export function jobsList(main, query, signal) {
 
   const limitN = Number(limit);
   const [traceKey, traceValue] = traceFilter.includes('=') ? traceFilter.split('=', 2).map((v) => v.trim()) : ['', ''];
-  const params = new URLSearchParams({ limit });
+  const params = new URLSearchParams({ limit: '1000' });
   if (status) params.set('status', status);
-  if (cursor) params.set('cursor', cursor);
   if (traceKey) params.set('trace.' + traceKey, traceValue);
 
-  // The page as the API would list it now: rows in id order, and the
-  // cursor of the next page ('' on the last).
+  // all is every matching job, newest first; the page shows
+  // all[offset, offset+limit).
   const rows = new Map();
-  let ids = [];
-  let nextCursor = '';
+  let all = [];
+  const byID = new Map();
+  const newestFirst = (a, b) => (a.job_id < b.job_id ? 1 : a.job_id > b.job_id ? -1 : 0);
 
   const show = (j) => {
     let r = rows.get(j.job_id);
     if (!r) {
       const link = h('a', { href: '#/jobs/' + encodeURIComponent(j.job_id) }, j.job_id);
-      r = { tr: h('tr', { 'data-job': j.job_id }), st: badge(j.status), backend: h('td', {}), argv: h('td', { class: 'mono ellipsis' }, '\u00a0'), dur: h('td', { class: 'num' }, '—'), upd: h('td', { class: 'num' }) };
-      r.tr.append(h('td', { class: 'mono ellipsis' }, link), h('td', {}, r.st), r.backend, r.argv, r.dur, r.upd);
+      r = { tr: h('tr', { 'data-job': j.job_id }), st: badge(j.status), backend: h('td', { class: 'ellipsis' }), argv: h('td', { class: 'mono ellipsis' }, '\u00a0'), dur: h('td', { class: 'num ellipsis' }, '—'), upd: h('td', { class: 'num ellipsis' }) };
+      r.tr.append(h('td', { class: 'mono ellipsis', title: j.job_id }, link), h('td', {}, r.st), r.backend, r.argv, r.dur, r.upd);
       rows.set(j.job_id, r);
       argvOf(j.job_id).then((a) => { r.argv.textContent = a; r.argv.title = a; });
     }
@@ -103,32 +105,41 @@ export function jobsList(main, query, signal) {
   };
 
   const draw = () => {
-    ids.forEach((id, i) => {
-      const tr = rows.get(id).tr;
+    const page = all.slice(offset, offset + limitN);
+    const keep = new Set(page.map((j) => j.job_id));
+    for (const [id, r] of rows) if (!keep.has(id)) { r.tr.remove(); rows.delete(id); }
+    page.forEach((j, i) => {
+      show(j);
+      const tr = rows.get(j.job_id).tr;
       if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
     });
-    for (const [id, r] of rows) if (!ids.includes(id)) { r.tr.remove(); rows.delete(id); }
-    count.textContent = ids.length ? `${ids.length} job${ids.length === 1 ? '' : 's'} on this page` : 'No jobs match.';
+    count.textContent = page.length ? `${offset + 1}–${offset + page.length} of ${all.length}, newest first` : 'No jobs match.';
     pager.replaceChildren(
-      cursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: prev[prev.length - 1] || '', prev: prev.slice(0, -1).join(',') }); } }, '← Previous') : h('span', { class: 'muted' }, '← Previous'),
-      nextCursor ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, cursor: nextCursor, prev: [...prev, cursor].join(',') }); } }, 'Next →') : h('span', { class: 'muted' }, 'Next →'));
+      offset > 0 ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, offset: String(Math.max(0, offset - limitN)) }); } }, '← Newer') : h('span', { class: 'muted' }, '← Newer'),
+      offset + page.length < all.length ? h('a', { href: '#', onclick: (e) => { e.preventDefault(); go({ status, trace: traceFilter, limit, offset: String(offset + limitN) }); } }, 'Older →') : h('span', { class: 'muted' }, 'Older →'));
   };
 
   // load is the full read, on every (re)connect of the stream.
   const load = async () => {
-    let page;
+    const list = [];
     try {
-      page = await getJSON('/v1/jobs?' + params, { signal });
+      for (let cursor = ''; ;) {
+        const q = new URLSearchParams(params);
+        if (cursor) q.set('cursor', cursor);
+        const page = await getJSON('/v1/jobs?' + q, { signal });
+        list.push(...(page.jobs || []));
+        cursor = page.next_cursor || '';
+        if (!cursor) break;
+      }
       err.replaceChildren();
     } catch (e) {
       if (signal.aborted) return;
       err.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('read') : errorBox(e));
       return;
     }
-    const list = page.jobs || [];
-    list.forEach(show);
-    ids = list.map((j) => j.job_id);
-    nextCursor = page.next_cursor || '';
+    all = list.sort(newestFirst);
+    byID.clear();
+    for (const j of all) byID.set(j.job_id, j);
     draw();
   };
 
@@ -136,28 +147,24 @@ export function jobsList(main, query, signal) {
   const onStatus = async (ev) => {
     const id = ev.job_id;
     const matches = !status || ev.status === status;
-    if (rows.has(id)) {
-      if (matches) show({ job_id: id, status: ev.status, updated_at: ev.time });
-      else ids = ids.filter((x) => x !== id);
+    const known = byID.get(id);
+    if (known) {
+      if (matches) {
+        Object.assign(known, { status: ev.status, updated_at: ev.time });
+      } else {
+        all = all.filter((j) => j.job_id !== id);
+        byID.delete(id);
+      }
       draw();
       return;
     }
-    // Not on the page: does the API list it here now?
-    if (!matches || (cursor && id <= cursor) || (nextCursor && id > ids[ids.length - 1])) return;
+    if (!matches) return;
     const req = await requestOf(id);
     if (traceKey && !(req && req.trace && String(req.trace[traceKey]) === traceValue)) return;
-    if (rows.has(id) || signal.aborted) return;
-    if (ids.length >= limitN && id > ids[ids.length - 1]) {
-      nextCursor = ids[ids.length - 1]; // it opens the next page
-      draw();
-      return;
-    }
-    show({ job_id: id, status: ev.status, backend: req && req.backend && req.backend.kind, updated_at: ev.time });
-    ids = [...ids, id].sort();
-    if (ids.length > limitN) {
-      ids = ids.slice(0, limitN);
-      nextCursor = ids[ids.length - 1];
-    }
+    if (byID.has(id) || signal.aborted) return;
+    const j = { job_id: id, status: ev.status, backend: req && req.backend && req.backend.kind, updated_at: ev.time };
+    byID.set(id, j);
+    all = [...all, j].sort(newestFirst);
     draw();
   };
 

@@ -178,11 +178,20 @@ export async function taskPage(main, id, signal) {
   const enc = encodeURIComponent(id);
   const st = badge('');
   const cancelBtn = h('button', { type: 'button', class: 'danger', id: 'task-cancel', hidden: !scopes.cancel }, 'Cancel task');
-  const destroyBtn = h('button', { type: 'button', class: 'danger', id: 'task-destroy', hidden: !scopes.cancel }, 'Destroy');
+  const destroyBtn = h('button', { type: 'button', class: 'danger', id: 'task-destroy', hidden: !scopes.cancel, disabled: true, title: 'A task can be destroyed once it has ended' }, 'Destroy');
   const actionMsg = h('span', { class: 'muted', 'aria-live': 'polite' });
   const termEl = h('div', { id: 'terminal', 'aria-label': 'Agent output' });
-  const term = new Terminal(termEl);
-  const termNote = h('p', { class: 'muted term-note' }, '\u00a0');
+  const noteText = h('span', { id: 'term-count' }, '\u00a0');
+  const saveBtn = h('button', { type: 'button', class: 'link', id: 'term-save', hidden: true }, 'download the full log');
+  const saveMsg = h('span', { 'aria-live': 'polite' });
+  const termNote = h('p', { class: 'muted term-note' }, noteText, ' ', saveBtn, ' ', saveMsg);
+  // The note is drawn with the terminal, once a frame, never a line.
+  const term = new Terminal(termEl, { onDraw: () => {
+    noteText.textContent = `${term.count} line${term.count === 1 ? '' : 's'}` +
+      (term.dropped ? `; ${term.dropped} earlier line${term.dropped === 1 ? '' : 's'} not shown,` : '');
+    saveBtn.hidden = !term.dropped;
+    if (term.chars > progress.output_bytes) showProgress();
+  } });
   const timeline = h('ol', { class: 'timeline', id: 'timeline' });
   const progressBox = h('div', { id: 'progress' });
   const cpuBox = h('div', { class: 'chart' });
@@ -208,9 +217,14 @@ export async function taskPage(main, id, signal) {
 
   let state = '';
   const setState = (s) => {
+    const ended = terminal.has(s) && !terminal.has(state);
     state = s;
     setBadge(st, s);
     cancelBtn.disabled = terminal.has(s);
+    destroyBtn.disabled = !terminal.has(s);
+    saveBtn.disabled = !terminal.has(s);
+    saveBtn.title = terminal.has(s) ? '' : 'The full log downloads once the task has ended';
+    if (ended) showCharts();
   };
   const act = async (label, path, method) => {
     actionMsg.textContent = label + '…';
@@ -220,6 +234,13 @@ export async function taskPage(main, id, signal) {
     } catch (e) { actionMsg.textContent = e.message; }
   };
   cancelBtn.addEventListener('click', () => act('Cancel', '/api/v1/tasks/' + enc, 'DELETE'));
+  saveBtn.addEventListener('click', async () => {
+    saveMsg.textContent = 'reading the log…';
+    try {
+      await saveLog(enc, id);
+      saveMsg.textContent = '';
+    } catch (e) { saveMsg.textContent = e.message; }
+  });
   destroyBtn.addEventListener('click', () => {
     if (confirm('Destroy task ' + id + '? Its workspace and records are removed.')) act('Destroy', '/api/v1/tasks/' + enc + '/destroy', 'POST');
   });
@@ -228,18 +249,30 @@ export async function taskPage(main, id, signal) {
   const showProgress = () => progressBox.replaceChildren(kv([
     ['Tool calls', String(progress.tool_calls)],
     ['Current tool', progress.current_tool || '—'],
-    ['Output', fmtBytes(progress.output_bytes)],
+    // The heartbeat's count, or what the stream brought when more (the
+    // heartbeats come every 30 s by default).
+    ['Output', fmtBytes(Math.max(progress.output_bytes || 0, term.chars))],
     ['Stream events', String(progress.events)],
     ['Last activity', fmtTime(progress.last_activity)],
   ]));
-  showProgress();
   const cpu = [], mem = [];
   let lastCPU = null;
   let peak = 0, procs = null;
+  // none is what a chart says without samples: a running task waits for
+  // its first heartbeat; a finished one had none its backend measured.
+  const none = () => (terminal.has(state) ? 'not measured by the backend' : 'no heartbeat yet');
+  // A finished task's charts say its totals (its last heartbeat is taken
+  // after the agent exited: no memory in use, no processes).
   const showCharts = () => {
-    cpuBox.replaceChildren(sparkline(cpu, (v) => v.toFixed(2)), h('p', { class: 'muted num' }, cpu.length ? `latest ${cpu[cpu.length - 1].toFixed(2)} cores` : 'no heartbeat yet'));
-    memBox.replaceChildren(sparkline(mem, fmtBytes), h('p', { class: 'muted num' }, mem.length ? `latest ${fmtBytes(mem[mem.length - 1])}, peak ${fmtBytes(peak)}${procs !== null ? ', ' + procs + ' processes' : ''}` : 'no heartbeat yet'));
+    const ended = terminal.has(state);
+    const cpuText = cpu.length && !ended ? `latest ${cpu[cpu.length - 1].toFixed(2)} cores`
+      : lastCPU ? `${lastCPU.v.toFixed(2)} CPU-seconds in all` : none();
+    const memText = mem.length && !ended ? `latest ${fmtBytes(mem[mem.length - 1])}, peak ${fmtBytes(peak)}${procs !== null ? ', ' + procs + ' processes' : ''}`
+      : peak ? `peak ${fmtBytes(peak)}` : none();
+    cpuBox.replaceChildren(sparkline(cpu, (v) => v.toFixed(2)), h('p', { class: 'muted num', id: 'cpu-note' }, cpuText));
+    memBox.replaceChildren(sparkline(mem, fmtBytes), h('p', { class: 'muted num', id: 'mem-note' }, memText));
   };
+  showProgress();
   showCharts();
 
   const showStatus = (t) => {
@@ -277,7 +310,7 @@ export async function taskPage(main, id, signal) {
   // a dropped connection it is read again from the start.
   while (!signal.aborted) {
     timeline.replaceChildren();
-    term.el.replaceChildren();
+    term.clear();
     cpu.length = 0; mem.length = 0; lastCPU = null;
     try {
       await ndjson('/ui-api/tasks/' + enc + '/stream', (m) => {
@@ -287,8 +320,9 @@ export async function taskPage(main, id, signal) {
             timeline.append(h('li', {}, h('span', { class: 'num' }, fmtTime(m.time)), ' ', badge(m.to), m.reason ? h('span', { class: 'muted' }, ' ' + m.reason) : null));
             break;
           case 'output':
-            term.write(m.text || '', m.stream);
-            termNote.textContent = `${term.count} lines${term.dropped ? `, ${term.dropped} scrolled out` : ''}`;
+            // Chunks of lines (lines set) or one line, in arrival order.
+            if (m.lines) term.writeChunk(m.text || '', m.stream);
+            else term.write(m.text || '', m.stream);
             break;
           case 'progress':
             Object.assign(progress, m.progress || {});
@@ -331,6 +365,21 @@ export async function taskPage(main, id, signal) {
     const res = await request(`/api/v1/tasks/${enc}/artifacts/${patch.name.split('/').map(encodeURIComponent).join('/')}`, { signal });
     patchBox.replaceChildren(renderDiff(await res.text()));
   } catch (e) { patchBox.replaceChildren(errorBox(e)); }
+}
+
+// saveLog downloads the task's output as <id>.log, stdout and stderr in
+// the order the stream gives them. It reads the stream to its end, so it
+// is offered once the task has ended.
+async function saveLog(enc, id) {
+  const parts = [];
+  await ndjson('/ui-api/tasks/' + enc + '/stream', (m) => { if (m.type === 'output') parts.push(m.text || '', '\n'); });
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob(parts, { type: 'text/plain' }));
+  a.download = id + '.log';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 }
 
 function taskArtifacts(enc, arts) {

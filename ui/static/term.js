@@ -86,32 +86,117 @@ export function renderLine(text, style) {
   return frag;
 }
 
+// advanceStyle applies the SGR escapes of a line that is not drawn (it
+// scrolled out before it was), so the lines after it keep their colours.
+function advanceStyle(text, style) {
+  if (text.indexOf('\x1b[') < 0) return;
+  const re = /\x1b\[([0-9;?]*)m/g;
+  let m;
+  while ((m = re.exec(text)) !== null) applySGR(style, (m[1] || '').split(';').filter((x) => x !== '').map(Number));
+}
+
+// frameBudget is the milliseconds of a frame the terminal may spend
+// drawing; what is left waits for the next frame, so the page stays
+// responsive however fast the agent writes.
+const frameBudget = 8;
+
+// Terminal draws lines in batches: write and writeChunk only queue, and
+// one requestAnimationFrame callback draws what is queued (a fragment per
+// frame, one layout read and one scroll). At most scrollback lines are
+// kept in the DOM; queued lines that would scroll out at once are never
+// drawn (their escapes still apply). onDraw runs after each frame.
 export class Terminal {
-  constructor(el, { scrollback = 5000 } = {}) {
+  constructor(el, { scrollback = 5000, onDraw = null } = {}) {
     this.el = el;
     this.scrollback = scrollback;
+    this.onDraw = onDraw;
     this.style = {};
-    this.count = 0;
-    this.dropped = 0;
+    this.count = 0; // lines received
+    this.chars = 0; // characters received, newlines included
+    this.dropped = 0; // lines received and not in the DOM
+    this.queue = []; // {lines, i, stream}
+    this.queued = 0;
+    this.frame = 0;
     el.classList.add('term');
     el.setAttribute('role', 'log');
     el.setAttribute('tabindex', '0'); // scroll by keyboard
   }
 
-  // write appends one line (stream "stderr" is marked).
-  write(line, stream) {
+  // write queues one line (stream "stderr" is marked).
+  write(line, stream) { this.push([line], stream, line.length + 1); }
+
+  // writeChunk queues text holding lines joined by "\n".
+  writeChunk(text, stream) { this.push(text.split('\n'), stream, text.length + 1); }
+
+  push(lines, stream, chars) {
+    this.queue.push({ lines, i: 0, stream });
+    this.queued += lines.length;
+    this.count += lines.length;
+    this.chars += chars;
+    // A hidden tab draws no frames: the queue still keeps no more
+    // than it could show.
+    if (this.queued > 2 * this.scrollback) this.trim();
+    if (!this.frame) this.frame = requestAnimationFrame(() => this.draw());
+  }
+
+  // trim skips queued lines that would scroll out as soon as drawn.
+  trim() {
+    while (this.queued > this.scrollback) {
+      const q = this.queue[0];
+      const n = Math.min(q.lines.length - q.i, this.queued - this.scrollback);
+      for (let k = 0; k < n; k++) advanceStyle(q.lines[q.i + k], this.style);
+      q.i += n;
+      this.queued -= n;
+      this.dropped += n;
+      if (q.i === q.lines.length) this.queue.shift();
+    }
+  }
+
+  // clear forgets every line (a replay starts over).
+  clear() {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.queue = [];
+    this.queued = 0;
+    this.count = this.chars = this.dropped = 0;
+    this.style = {};
+    this.el.replaceChildren();
+  }
+
+  draw() {
+    this.frame = 0;
+    this.trim();
     const atEnd = this.el.scrollHeight - this.el.scrollTop - this.el.clientHeight < 24;
-    const div = document.createElement('div');
-    div.className = 'tl' + (stream === 'stderr' ? ' stderr' : '');
-    div.append(renderLine(line, this.style));
-    if (!div.firstChild) div.append('\u200b');
-    this.el.append(div);
-    this.count++;
-    while (this.el.childElementCount > this.scrollback) {
-      this.el.firstElementChild.remove();
-      this.dropped++;
+    const frag = document.createDocumentFragment();
+    const start = performance.now();
+    let drawn = 0;
+    while (this.queue.length) {
+      const q = this.queue[0];
+      const cls = 'tl' + (q.stream === 'stderr' ? ' stderr' : '');
+      while (q.i < q.lines.length) {
+        const div = document.createElement('div');
+        div.className = cls;
+        div.append(renderLine(q.lines[q.i++], this.style));
+        if (!div.firstChild) div.append('\u200b');
+        frag.append(div);
+        this.queued--;
+        if (++drawn % 64 === 0 && performance.now() - start > frameBudget) break;
+      }
+      if (q.i === q.lines.length) this.queue.shift();
+      if (drawn % 64 === 0 && performance.now() - start > frameBudget) break;
+    }
+    this.el.append(frag);
+    const excess = this.el.childElementCount - this.scrollback;
+    if (excess > 0) {
+      const r = document.createRange();
+      r.setStartBefore(this.el.firstElementChild);
+      r.setEndAfter(this.el.children[excess - 1]);
+      r.deleteContents();
+      this.dropped += excess;
     }
     if (atEnd) this.el.scrollTop = this.el.scrollHeight;
+    if (this.queued > 0) this.frame = requestAnimationFrame(() => this.draw());
+    if (this.onDraw) this.onDraw();
   }
 
   text() { return this.el.textContent; }
