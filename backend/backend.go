@@ -182,6 +182,14 @@ type Limits struct {
 	CPUCount     float64
 	MaxProcesses int64
 	TmpBytes     int64
+	// DiskBytes and DiskInodes cap the job's writable workspace: a copy
+	// snapshot with everything the job writes to it, or an overlay's
+	// upper layer. Zero DiskBytes leaves it unlimited (DiskInodes then
+	// means nothing). A backend that enforces them may move the
+	// workspace onto a filesystem of its own and report it in
+	// Outcome.Layers.
+	DiskBytes  int64
+	DiskInodes int64
 }
 
 // Outcome is how the process ended.
@@ -199,4 +207,15 @@ type Outcome struct {
 	// not enforced for this run.
 	Enforced    []string
 	NotEnforced []string
+	// Layers, when set, are where the job's workspace can be read after
+	// the run, top first, in place of Spec.Workspace's directories: a
+	// backend that moved it onto a filesystem of its own (linux_sandbox
+	// under a disk limit) names its view of that here. They stay
+	// readable until Release.
+	Layers []string
+	// Release, when set, frees what the backend still holds for the
+	// caller (that filesystem, whose memory is the job's files). Run
+	// sets it only with a nil error; the caller reads Layers (artifacts)
+	// and then calls it (once is enough, more is harmless).
+	Release func()
 }

@@ -141,6 +141,13 @@ type Limits struct {
 	// Extensions.
 	MaxProcesses int64 `json:"max_processes,omitempty"`
 	TmpMB        int64 `json:"tmp_mb,omitempty"`
+	// DiskMB caps the job's writable workspace (the snapshot plus what
+	// the job writes; with an overlay snapshot, what the job changes)
+	// and DiskInodes its files and directories. Zero DiskMB with no
+	// runner default leaves the workspace unlimited, as before; zero
+	// DiskInodes with a DiskMB is derived from it (validation).
+	DiskMB     int64 `json:"disk_mb,omitempty"`
+	DiskInodes int64 `json:"disk_inodes,omitempty"`
 }
 
 // BackendSpec selects the backend.

@@ -141,6 +141,9 @@ const (
 	LimitProcesses = "processes"
 	LimitFSWrite   = "filesystem_write"
 	LimitFSRead    = "filesystem_read"
+	// LimitDisk: limits.disk_mb and disk_inodes (listed only for a job
+	// that has them).
+	LimitDisk = "disk"
 	// Walls of an isolating backend beyond the request's limits, listed
 	// so a kernel that lacks one shows up in not_enforced.
 	//

@@ -256,6 +256,8 @@ func (e *execution) run(ctx context.Context) error {
 			CPUCount:     float64(l.CPUCount),
 			MaxProcesses: l.MaxProcesses,
 			TmpBytes:     l.TmpMB << 20,
+			DiskBytes:    l.DiskMB << 20,
+			DiskInodes:   l.DiskInodes,
 		},
 		Stdout: e.stdout,
 		Stderr: e.stderr,
@@ -272,6 +274,14 @@ func (e *execution) run(ctx context.Context) error {
 	e.stage("backend", t)
 	if err != nil {
 		return err
+	}
+	if out.Release != nil {
+		// A size-limited workspace (limits.disk_mb) lives on the
+		// backend's filesystem until its artifacts are collected.
+		defer out.Release()
+	}
+	if len(out.Layers) > 0 {
+		e.layers = out.Layers
 	}
 	e.outcome(out)
 
@@ -406,10 +416,10 @@ func (e *execution) record() error {
 		return nil // validation never created a record
 	}
 	dir := e.r.store.RunDir(res.JobID)
-	if err := store.WriteFileOnce(filepath.Join(dir, store.StdoutFile), e.stdout.Retained(keep), 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, store.StdoutFile), e.stdout.Retained(keep), store.RecordFileMode); err != nil {
 		return err
 	}
-	if err := store.WriteFileOnce(filepath.Join(dir, store.StderrFile), e.stderr.Retained(keep), 0o644); err != nil {
+	if err := store.WriteFileOnce(filepath.Join(dir, store.StderrFile), e.stderr.Retained(keep), store.RecordFileMode); err != nil {
 		return err
 	}
 	return e.r.store.WriteResult(*res)

@@ -16,7 +16,9 @@ var DefaultLimits = job.Limits{
 	MemoryMB:             1024,
 	CPUCount:             2,
 	MaxProcesses:         256,
-	// TmpMB has no fixed default: see DefaultTmpMB.
+	// TmpMB has no fixed default: see DefaultTmpMB. DiskMB has none
+	// (an unlimited workspace unless the runner sets Defaults.DiskMB);
+	// DiskInodes follows DiskMB: see DefaultDiskInodes.
 }
 
 // MinDefaultTmpMB is the smallest /tmp a job gets without asking.
@@ -43,6 +45,8 @@ var DefaultMax = job.Limits{
 	CPUCount:             64,
 	MaxProcesses:         32_768,
 	TmpMB:                16 << 10,
+	DiskMB:               64 << 10,
+	DiskInodes:           16 << 20,
 }
 
 type limitField struct {
@@ -62,11 +66,14 @@ var limitFields = []limitField{
 	{"cpu_count", func(l *job.Limits) *int64 { return &l.CPUCount }},
 	{"max_processes", func(l *job.Limits) *int64 { return &l.MaxProcesses }},
 	{"tmp_mb", func(l *job.Limits) *int64 { return &l.TmpMB }},
+	{"disk_mb", func(l *job.Limits) *int64 { return &l.DiskMB }},
+	{"disk_inodes", func(l *job.Limits) *int64 { return &l.DiskInodes }},
 }
 
 // limits rejects negative values and values over the maxima, then fills
 // zeros from the configured defaults, then DefaultLimits.
 func limits(l *job.Limits, cfg Config) error {
+	askedInodes := l.DiskInodes > 0
 	for _, f := range limitFields {
 		v := f.get(l)
 		max := *f.get(&cfg.Max)
@@ -84,13 +91,43 @@ func limits(l *job.Limits, cfg Config) error {
 			if *v == 0 {
 				*v = *f.get(&DefaultLimits)
 			}
-			if *v == 0 && f.name == "tmp_mb" {
+			switch {
+			case *v != 0:
+			case f.name == "tmp_mb":
 				*v = DefaultTmpMB(l.MemoryMB) // memory_mb is filled first
+			case f.name == "disk_inodes":
+				*v = DefaultDiskInodes(l.DiskMB) // so is disk_mb
 			}
 			if *v > max {
 				*v = max
 			}
 		}
 	}
+	switch {
+	case l.DiskMB > 0:
+	case askedInodes:
+		return job.Errorf(job.CodeInvalidRequest, "limits.disk_inodes needs limits.disk_mb: the inode cap belongs to the size-limited workspace").
+			With("field", "limits.disk_inodes")
+	default:
+		l.DiskInodes = 0 // a runner default alone caps nothing
+	}
 	return nil
+}
+
+// InodesPerDiskMB is how many files and directories a job's workspace
+// may hold per MiB of limits.disk_mb when it sets no disk_inodes: one per
+// 8 KiB, twice ext4's default, as source trees are many small files.
+const InodesPerDiskMB = 128
+
+// MinDefaultDiskInodes is the fewest a derived inode cap allows.
+const MinDefaultDiskInodes = 4096
+
+// DefaultDiskInodes is the inode cap of a job that sets limits.disk_mb
+// but neither limits.disk_inodes nor a runner default: max(4096,
+// 128 * disk_mb); zero (no cap) without disk_mb.
+func DefaultDiskInodes(diskMB int64) int64 {
+	if diskMB <= 0 {
+		return 0
+	}
+	return max(MinDefaultDiskInodes, InodesPerDiskMB*diskMB)
 }

@@ -158,14 +158,20 @@ func TestEveryLimit(t *testing.T) {
 		} {
 			t.Run(f.name+"/"+tt.name, func(t *testing.T) {
 				r := base(t)
+				if f.name == "disk_inodes" {
+					r.Limits.DiskMB = 64 // an inode cap needs a size cap
+				}
 				*f.get(&r.Limits) = tt.v
 				err := Request(&r, cfg)
 				if got := job.CodeOf(err); got != tt.want {
 					t.Fatalf("limits.%s = %d: %v, want %q", f.name, tt.v, err, tt.want)
 				}
 				want := *f.get(&DefaultLimits)
-				if f.name == "tmp_mb" {
+				switch f.name {
+				case "tmp_mb":
 					want = DefaultTmpMB(r.Limits.MemoryMB)
+				case "disk_inodes":
+					want = DefaultDiskInodes(r.Limits.DiskMB)
 				}
 				if tt.v == 0 && *f.get(&r.Limits) != want {
 					t.Errorf("limits.%s default = %d, want %d", f.name, *f.get(&r.Limits), want)

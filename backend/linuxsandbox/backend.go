@@ -2,7 +2,8 @@
 // itself as a small init inside new user, mount, pid, net, ipc, uts and
 // cgroup namespaces. The init builds a fresh tmpfs root holding read-only
 // binds of the host toolchain (/usr, /bin, /lib*, /etc with secrets masked,
-// /opt), the job's snapshot read-write at /workspace, a size-capped tmpfs
+// /opt), the job's snapshot read-write at /workspace (on a tmpfs of the
+// job's own size under a disk limit, disk.go), a size-capped tmpfs
 // /tmp, a fresh /proc and a minimal /dev, pivot_roots into it, brings up
 // loopback only, sets the namespace's own limits (no nested namespaces, a
 // share of inotify), drops every capability, sets no_new_privs, applies
@@ -81,7 +82,7 @@ func (b *Backend) Capabilities() backend.Capabilities {
 		enforces = append(enforces, job.LimitLandlock)
 	}
 	if os.Getuid() == 0 {
-		enforces = append(enforces, job.LimitHostIDs)
+		enforces = append(enforces, job.LimitHostIDs, job.LimitDisk)
 	}
 	if b.cgroupHost().writable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
@@ -110,6 +111,18 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
 	}
 	defer os.RemoveAll(root)
+	// A disk limit puts the workspace on a tmpfs of its own (disk.go).
+	disk, err := b.newDisk(spec.Limits)
+	if err != nil {
+		return out, err
+	}
+	var layers []string
+	handed := false // to the caller, as Outcome.Release
+	defer func() {
+		if disk != nil && !handed {
+			disk.close()
+		}
+	}()
 	// A root runner maps the sandbox onto a host id range of its own;
 	// an unprivileged one can only map itself.
 	var slot *idSlot
@@ -120,7 +133,11 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		}
 		defer slot.release()
 		uid, gid = workloadID, workloadID
-		if err := giveWorkspace(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
+		if disk != nil {
+			if _, layers, err = disk.fill(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
+				return out, err
+			}
+		} else if err := giveWorkspace(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
 			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
@@ -143,15 +160,28 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 	if err := checkHostMounts(cfg); err != nil {
 		return out, err
 	}
-	return b.start(ctx, spec, cfg, slot)
+	out, err = b.start(ctx, spec, cfg, slot, disk)
+	if err != nil || disk == nil {
+		return out, err
+	}
+	handed = true
+	out.Layers, out.Release = layers, sync.OnceFunc(disk.close)
+	return out, nil
 }
 
-func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot) (backend.Outcome, error) {
+func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk) (backend.Outcome, error) {
 	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
-	for _, w := range []struct {
+	walls := []struct {
 		name string
 		ok   bool
-	}{{job.LimitNetwork, !cfg.HostNetwork}, {job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}} {
+	}{{job.LimitNetwork, !cfg.HostNetwork}, {job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}}
+	if spec.Limits.DiskBytes > 0 {
+		walls = append(walls, struct {
+			name string
+			ok   bool
+		}{job.LimitDisk, disk != nil})
+	}
+	for _, w := range walls {
 		if w.ok {
 			out.Enforced = append(out.Enforced, w.name)
 		} else {
@@ -265,7 +295,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	}
 	if cfg.BindFDs {
 		// First on the socket: the init takes them before the layer.
-		if err := sendHostMounts(layerSock, cfg.hostMounts()); err != nil {
+		if err := sendHostMounts(layerSock, disk.replace(cfg.hostMounts())); err != nil {
 			cmd.Process.Kill()
 			cfgW.Close()
 			cmd.Wait()

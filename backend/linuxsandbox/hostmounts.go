@@ -32,6 +32,9 @@ type hostMount struct {
 	// NoFollow refuses a symlink as the last component (the job's own
 	// directories, which the runner created).
 	NoFollow bool
+	// disk, in the runner, is sent instead of a clone of Source: the
+	// job's size-limited workspace (its attributes set by fsmount).
+	disk *workspaceDisk
 }
 
 // hostMounts lists the bind sources in the order the runner sends them
@@ -85,6 +88,9 @@ func sendHostMounts(sock *os.File, mounts []hostMount) error {
 }
 
 func sendHostMount(sock *os.File, m hostMount) error {
+	if m.disk != nil {
+		return unix.Sendmsg(int(sock.Fd()), []byte{1}, unix.UnixRights(m.disk.fd), nil, 0)
+	}
 	flags := uint(unix.AT_RECURSIVE)
 	if m.NoFollow {
 		flags |= unix.AT_SYMLINK_NOFOLLOW
@@ -202,4 +208,13 @@ func rootReachable(root string) error {
 			return nil
 		}
 	}
+}
+
+// replace sends the job's disk (disk.go) in place of a clone of the
+// workspace, the first mount; nil d changes nothing.
+func (d *workspaceDisk) replace(mounts []hostMount) []hostMount {
+	if d != nil && len(mounts) > 0 {
+		mounts[0].disk = d
+	}
+	return mounts
 }

@@ -11,7 +11,9 @@ import (
 // refusal here comes before any workload code. The operator who accepts
 // unenforced limits says so (backend.Config.AllowUnenforcedLimits, the
 // doors' --allow-unenforced-limits), and the run reports them
-// not_enforced.
+// not_enforced. A disk limit (limits.disk_mb) fails closed the same way:
+// a runner that cannot make the job's tmpfs (not root) refuses the job
+// unless the operator allowed unenforced limits.
 
 // AllowUnenforcedFlag is the doors' flag that sets
 // backend.Config.AllowUnenforcedLimits (and runner.Config's).
@@ -54,4 +56,24 @@ func (b *Backend) refuseUnlimited(lim backend.Limits, cause error) error {
 	return job.Errorf(job.CodeBackendUnavail,
 		"linux_sandbox cannot apply the job's cgroup limits (%v), so the job did not run: give the runner a cgroup it can create groups in (docs/operations.md, \"Giving the runner a cgroup\"), or accept unenforced limits with %s", cause, AllowUnenforcedFlag).
 		With("backend", Kind).With("reason", cause.Error()).With("not_enforced", asked)
+}
+
+// newDisk makes the job's size-limited workspace (disk.go): nil without a
+// disk limit, or where it cannot be made and the operator allowed
+// unenforced limits (the run reports disk not_enforced); otherwise a
+// refusal (backend.unavailable) before any workload code runs.
+func (b *Backend) newDisk(lim backend.Limits) (*workspaceDisk, error) {
+	if lim.DiskBytes <= 0 {
+		return nil, nil
+	}
+	d, cause := newDisk(lim)
+	switch {
+	case cause == nil:
+		return d, nil
+	case b.allowUnenforced && !b.requireLimits:
+		return nil, nil
+	}
+	return nil, job.Errorf(job.CodeBackendUnavail,
+		"linux_sandbox cannot apply the job's disk limit (%v), so the job did not run: run the runner as root, or accept unenforced limits with %s", cause, AllowUnenforcedFlag).
+		With("backend", Kind).With("reason", cause.Error()).With("not_enforced", []string{job.LimitDisk})
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +77,10 @@ var notEnforced = []string{job.LimitNetwork, job.LimitMemory, job.LimitCPU, job.
 // Run implements backend.Backend.
 func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
 	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput}, NotEnforced: notEnforced}
+	if spec.Limits.DiskBytes > 0 {
+		// Recorded, like memory: the job writes to the runner's disk.
+		out.NotEnforced = append(slices.Clip(notEnforced), job.LimitDisk)
+	}
 	if b.requireLimits {
 		return out, job.Wrap(job.CodeBackendUnavail, errLimits, "local_process is unavailable").With("backend", Kind)
 	}
