@@ -124,7 +124,7 @@ func (s *Server) Tracer() trace.Tracer { return s.cfg.Tracer }
 // any route's own scope check; so a route mounted on Mux without Auth is
 // still never anonymous.
 func (s *Server) Handler() http.Handler {
-	return s.guard(s.mux)
+	return s.guard(jsonMisses(s.mux))
 }
 
 // publicPaths need no token: the health check, the API document and the
