@@ -34,10 +34,11 @@ var systemRoots = []string{
 	"/etc/ssl/cert.pem",                  // others
 }
 
-// Open starts serving run on a new bridge. The directory is searchable
-// but not listable by others (the sandbox uid must reach the socket, which
-// is 0666: the gateway, not the file mode, decides who gets out). Close
-// ends it.
+// Open starts serving run on a new bridge. The directory (0700) and the
+// socket (0600) belong to the runner's user: a backend whose sandbox runs
+// as another host uid gives the socket to that uid alone (linux_sandbox as
+// root, see GiveSocket), so no other local user can connect to the
+// gateway and spend the run's allowlist or its secrets. Close ends it.
 func (g *Gateway) Open(ctx context.Context, run *Run) (*Bridge, error) {
 	dir, err := os.MkdirTemp("", "agent-runner-egress-")
 	if err != nil {
@@ -48,7 +49,7 @@ func (g *Gateway) Open(ctx context.Context, run *Run) (*Bridge, error) {
 		os.RemoveAll(dir)
 		return nil, job.Wrap(job.CodeBackendSetupFailed, err, msg)
 	}
-	if err := os.Chmod(dir, 0o711); err != nil {
+	if err := os.Chmod(dir, 0o700); err != nil {
 		return fail(err, "cannot prepare the egress bridge directory")
 	}
 	var ca *CA
@@ -65,9 +66,9 @@ func (g *Gateway) Open(ctx context.Context, run *Run) (*Bridge, error) {
 	if err != nil {
 		return fail(err, "cannot listen on the egress bridge")
 	}
-	if err := os.Chmod(b.Socket, 0o666); err != nil {
+	if err := os.Chmod(b.Socket, 0o600); err != nil {
 		ln.Close()
-		return fail(err, "cannot open the egress bridge to the sandbox uid")
+		return fail(err, "cannot restrict the egress bridge socket")
 	}
 	ctx, b.cancel = context.WithCancel(ctx)
 	go func() {
@@ -97,6 +98,16 @@ func systemRootsPEM() []byte {
 			}
 			return pem
 		}
+	}
+	return nil
+}
+
+// GiveSocket hands a bridge's socket to the host uid and gid a sandbox
+// runs as (mode 0600, so that uid alone may connect); the runner, which
+// listens on it, keeps serving.
+func GiveSocket(socket string, uid, gid int) error {
+	if err := os.Lchown(socket, uid, gid); err != nil {
+		return job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the egress bridge to the sandbox uid")
 	}
 	return nil
 }

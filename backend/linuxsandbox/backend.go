@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -142,6 +143,14 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		}
 		os.Chmod(root, 0o755)
 		if err := rootReachable(root); err != nil {
+			return out, err
+		}
+	}
+	if slot != nil && egressSocket != "" {
+		// The init's forwarder (the sandbox's root, host uid slot.base)
+		// alone may connect; the runner sends the socket as a mount, so
+		// no sandbox uid needs to reach its directory.
+		if err := egress.GiveSocket(egressSocket, slot.base, slot.base); err != nil {
 			return out, err
 		}
 	}
