@@ -24,7 +24,7 @@ import (
 
 // Routes registers the task API on mux; wrap(scope, h) adds auth.
 func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h http.Handler) http.Handler) {
-	a := &api{s: s}
+	a := &api{s: s, canRead: readCheck(wrap)}
 	for _, r := range a.routes() {
 		mux.Handle(r.pattern, wrap(r.scope, r.h))
 	}
@@ -58,7 +58,12 @@ func Patterns() []string {
 	return out
 }
 
-type api struct{ s *taskstore.Store }
+type api struct {
+	s *taskstore.Store
+	// canRead says whether a request's token may also read (nil: every
+	// caller may, as on the children socket, which is the task's own).
+	canRead func(*http.Request) bool
+}
 
 // writeJSON and writeError answer like serve's job API (one mapping of
 // job codes to statuses).
@@ -177,7 +182,7 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, _ := a.status(id)
-	writeJSON(w, http.StatusAccepted, st)
+	writeJSON(w, http.StatusAccepted, a.visible(r, st))
 }
 
 func (a *api) artifacts(w http.ResponseWriter, r *http.Request) {

@@ -15,5 +15,5 @@ func (a *api) destroy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	writeJSON(w, http.StatusOK, a.visible(r, st))
 }
