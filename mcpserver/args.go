@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -30,9 +33,71 @@ func decodeArgs(raw json.RawMessage, required []string, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return argsError("", err)
+		e := argsError("", err)
+		if path := unknownField(raw, reflect.TypeOf(v), ""); path != "" && strings.HasPrefix(e.Message, "arguments: unknown field") {
+			e = unknownFieldError(path)
+		}
+		return e
 	}
 	return nil
+}
+
+// unknownField is the path ("limits.timeout", "caches[0].dir") of the
+// first field of raw that t has no field for, or "" when there is none.
+// encoding/json names only the field itself.
+func unknownField(raw json.RawMessage, t reflect.Type, prefix string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return "" // decodes itself
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		var items []json.RawMessage
+		_ = json.Unmarshal(raw, &items)
+		for i, item := range items {
+			if p := unknownField(item, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(prefix, "."), i)); p != "" {
+				return p
+			}
+		}
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		_ = json.Unmarshal(raw, &obj)
+		names := slices.Sorted(maps.Keys(obj))
+		for _, name := range names {
+			f, ok := fieldNamed(t, name)
+			if !ok {
+				return prefix + name
+			}
+			if p := unknownField(obj[name], f.Type, prefix+name+"."); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// fieldNamed is t's field that JSON key name decodes into (matched as
+// encoding/json does, case-insensitively).
+func fieldNamed(t reflect.Type, name string) (reflect.StructField, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if strings.EqualFold(tag, name) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func unknownFieldError(path string) *job.Error {
+	return job.Errorf(job.CodeInvalidRequest, "arguments: unknown field %q (tools/list gives the tool's input schema)", path).With("field", path)
 }
 
 // argsError says what is wrong with the arguments in the tool's terms
@@ -51,8 +116,7 @@ func argsError(prefix string, err error) *job.Error {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
-		name = prefix + strings.Trim(name, `"`)
-		return job.Errorf(job.CodeInvalidRequest, "arguments: unknown field %q (tools/list gives the tool's input schema)", name).With("field", name)
+		return unknownFieldError(prefix + strings.Trim(name, `"`))
 	}
 	// A value's own decoder (an allowed_commands entry, say) refused it.
 	return job.Errorf(job.CodeInvalidRequest, "arguments: %s", msg)

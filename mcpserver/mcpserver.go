@@ -45,7 +45,14 @@ type Config struct {
 	// client may name it or leave backend out; any other kind is refused.
 	// Empty leaves the runner's default and lets a client name none.
 	Backend string
-	Version string
+	// CacheNamespace names the build-cache namespace (buildcache) of the
+	// caller of one tool call, the namespace a sandbox.run's
+	// workspace.caches live in: `agent-runner mcp` (stdio, this host's own
+	// user) answers buildcache.LocalNamespace, serve's /mcp the bearer
+	// token's (buildcache.TokenNamespace). nil, or "", refuses caches, as
+	// jobs.Service.Submit does.
+	CacheNamespace func(*mcp.CallToolRequest) (string, error)
+	Version        string
 }
 
 // RunArgs are sandbox.run's arguments: a RunJobRequest's workspace,
@@ -102,12 +109,12 @@ func New(cfg Config) *mcp.Server {
 
 type handlers struct{ cfg Config }
 
-func (h *handlers) run(ctx context.Context, a RunArgs) (JobOutput, error) {
+func (h *handlers) run(ctx context.Context, call *mcp.CallToolRequest, a RunArgs) (JobOutput, error) {
 	req, err := h.request(a)
 	if err != nil {
 		return JobOutput{}, err
 	}
-	acc, err := h.submit(ctx, &req)
+	acc, err := h.submit(ctx, call, &req)
 	if err != nil {
 		return JobOutput{}, err
 	}
@@ -121,17 +128,18 @@ func (h *handlers) run(ctx context.Context, a RunArgs) (JobOutput, error) {
 	return resultOutput(res), nil
 }
 
-// submit queues a sandbox.run request.
-//
-// CACHE NAMESPACE: this is the one place an MCP job's build-cache
-// namespace is to be chosen. jobs.Service.SubmitAs and
-// buildcache.LocalNamespace do not exist yet; when they do, submit with
-// a namespace the door sets in Config: `agent-runner mcp` (stdio, this
-// host's own user) buildcache.LocalNamespace, serve's /mcp (HTTP) the
-// bearer token's name. Until then every MCP job shares the runner's
-// caches, as HTTP jobs do.
-func (h *handlers) submit(ctx context.Context, req *job.Request) (jobs.Accepted, error) {
-	acc, _, err := h.cfg.Jobs.Submit(ctx, req)
+// submit queues a sandbox.run request on behalf of the tool call's
+// caller: its build caches live in the namespace Config.CacheNamespace
+// names (the one place an MCP job's namespace is chosen).
+func (h *handlers) submit(ctx context.Context, call *mcp.CallToolRequest, req *job.Request) (jobs.Accepted, error) {
+	var ns string
+	if h.cfg.CacheNamespace != nil {
+		var err error
+		if ns, err = h.cfg.CacheNamespace(call); err != nil {
+			return jobs.Accepted{}, err
+		}
+	}
+	acc, _, err := h.cfg.Jobs.SubmitAs(ctx, ns, req)
 	return acc, err
 }
 
@@ -143,7 +151,7 @@ func waitError(err error) error {
 	return err
 }
 
-func (h *handlers) status(ctx context.Context, a JobArgs) (JobOutput, error) {
+func (h *handlers) status(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (JobOutput, error) {
 	v, err := h.cfg.Jobs.Get(ctx, a.JobID, 0)
 	return viewOutput(a.JobID, v, err)
 }
@@ -158,7 +166,7 @@ func viewOutput(id string, v jobs.View, err error) (JobOutput, error) {
 	return JobOutput{JobID: id, Status: string(v.Status.Status)}, nil
 }
 
-func (h *handlers) artifacts(_ context.Context, a JobArgs) (ArtifactsOutput, error) {
+func (h *handlers) artifacts(_ context.Context, _ *mcp.CallToolRequest, a JobArgs) (ArtifactsOutput, error) {
 	list, err := h.cfg.Jobs.Artifacts(a.JobID)
 	if err != nil {
 		return ArtifactsOutput{}, err
@@ -166,7 +174,7 @@ func (h *handlers) artifacts(_ context.Context, a JobArgs) (ArtifactsOutput, err
 	return ArtifactsOutput{JobID: a.JobID, Artifacts: list}, nil
 }
 
-func (h *handlers) cancel(ctx context.Context, a JobArgs) (JobOutput, error) {
+func (h *handlers) cancel(ctx context.Context, _ *mcp.CallToolRequest, a JobArgs) (JobOutput, error) {
 	v, err := h.cfg.Jobs.Cancel(ctx, a.JobID)
 	return viewOutput(a.JobID, v, err)
 }

@@ -17,7 +17,7 @@ import (
 // the SDK's plain-text schema complaint. The input schema is generated
 // from In, as the SDK would; the output schema is Out's, which a tool
 // error's {"error": {code, message, details}} also satisfies.
-func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h func(context.Context, In) (Out, error)) {
+func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h func(context.Context, *mcp.CallToolRequest, In) (Out, error)) {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
 		panic(fmt.Sprintf("mcpserver: input schema of %s: %v", t.Name, err))
@@ -34,7 +34,7 @@ func addTool[In, Out any](s *mcp.Server, t *mcp.Tool, h func(context.Context, In
 		if err := decodeArgs(req.Params.Arguments, required, &a); err != nil {
 			return toolError(err), nil
 		}
-		o, err := h(ctx, a)
+		o, err := h(ctx, req, a)
 		if err != nil {
 			return toolError(err), nil
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/mcpserver"
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
@@ -75,9 +76,12 @@ func init() {
 				return err
 			}
 			defer p.Close()
-			// Build caches: see mcpserver's submit, the one place their
-			// namespace is to be chosen (this host's own user, over stdio).
-			s := mcpserver.New(mcpserver.Config{Jobs: p.Jobs, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind})
+			// Over stdio every caller is this host's own user: its build
+			// caches are the local namespace's, as `agent-runner run`'s.
+			s := mcpserver.New(mcpserver.Config{
+				Jobs: p.Jobs, WorkspaceRoots: roots, Excluded: []string{r.Store().Dir()}, AllowShell: allowShell, Backend: kind,
+				CacheNamespace: func(*mcp.CallToolRequest) (string, error) { return buildcache.LocalNamespace, nil },
+			})
 			return s.Run(ctx, &mcp.StdioTransport{})
 		},
 	}

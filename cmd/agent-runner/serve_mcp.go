@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-runner/agent-runner/auth"
+	"github.com/agent-runner/agent-runner/buildcache"
 	"github.com/agent-runner/agent-runner/mcpserver"
 )
 
@@ -14,12 +15,17 @@ import (
 // jobs service (its queue, workers and records), behind the
 // same bearer-token auth as the rest of the API (scope submit); workspaces
 // must lie under serve's --workspace-root, and every job runs on serve's
-// --default-backend (a client may not name another).
+// --default-backend (a client may not name another). A sandbox.run's
+// build caches live in its bearer token's namespace, as POST /v1/jobs's.
 func init() {
 	var allowShell bool
 	serveCmd.Flags().BoolVar(&allowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
 	serveMounts = append(serveMounts, func(_ context.Context, d serveDeps) error {
-		s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend})
+		ns, err := tokenCacheNamespace(d)
+		if err != nil {
+			return err
+		}
+		s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend, CacheNamespace: ns})
 		// serve's root handler already holds Host and Origin to loopback,
 		// --addr and --allowed-host (httpapi guard.go), for /mcp too; the
 		// SDK's own loopback-only Host check would refuse --allowed-host.
@@ -27,4 +33,32 @@ func init() {
 		d.Mux.Handle("/mcp", d.Auth(auth.ScopeSubmit, h))
 		return nil
 	})
+}
+
+// tokenCacheNamespace names a /mcp tool call's cache namespace from the
+// bearer token on the HTTP request that carried it (the SDK passes its
+// header along), as httpapi does for POST /v1/jobs: the token's name, or
+// the host's local namespace when serve has no tokens (loopback only).
+// serve loaded --token-file once already and never reloads it, so this
+// second load reads the same tokens.
+func tokenCacheNamespace(d serveDeps) (func(*mcp.CallToolRequest) (string, error), error) {
+	file, _ := d.Flags.GetString("token-file")
+	if file == "" {
+		return func(*mcp.CallToolRequest) (string, error) { return buildcache.LocalNamespace, nil }, nil
+	}
+	tokens, err := auth.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	return func(call *mcp.CallToolRequest) (string, error) {
+		r := &http.Request{Header: http.Header{}}
+		if call.Extra != nil {
+			r.Header = call.Extra.Header
+		}
+		name, err := tokens.Authenticate(r)
+		if err != nil {
+			return "", err
+		}
+		return buildcache.TokenNamespace(name), nil
+	}, nil
 }

@@ -1,14 +1,18 @@
 """Standard-library client for the agent-runner HTTP API.
 
-``Client`` submits RunJobRequests and reads results, and submits, lists,
-follows, cancels and collects agent tasks; ``CommandRunner``
-adapts agent-runner to cl-agent's injectable command-runner protocol::
+``Client`` submits RunJobRequests (``build_request`` makes one for an
+argv, with readonly_mounts, caches and limits) and reads results, and
+submits, lists, follows, cancels and collects agent tasks;
+``CommandRunner`` adapts agent-runner to cl-agent's injectable
+command-runner protocol::
 
-    run(command: list[str], *, cwd: str, timeout: float, env: dict | None)
+    run(command: list[str], *, cwd: str, timeout: float, env: dict | None,
+        readonly_mounts=None, caches=None, limits=None)
         -> CommandResult(returncode: int, stdout: bytes, stderr: bytes)
 """
 
 from .client import APIError, Client
 from .command_runner import CommandResult, CommandRunner
+from .request import build_request
 
-__all__ = ["APIError", "Client", "CommandResult", "CommandRunner"]
+__all__ = ["APIError", "Client", "CommandResult", "CommandRunner", "build_request"]

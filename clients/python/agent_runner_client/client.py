@@ -9,6 +9,8 @@ import urllib.parse
 import urllib.request
 from typing import Any, Iterator
 
+from .request import build_request
+
 TERMINAL = {
     "completed",
     "failed",
@@ -87,6 +89,15 @@ class Client:
     def run(self, request: dict, timeout: float | None = None) -> dict:
         """Submit and wait."""
         return self.wait(self.submit(request)["job_id"], timeout)
+
+    def run_command(self, argv: list[str], workspace: str, *, timeout: float | None = None, **fields: Any) -> dict:
+        """Build a RunJobRequest for argv in a snapshot of workspace, submit
+        it and wait for its RunJobResult.
+
+        ``fields`` are build_request's: cwd, env, policy, readonly_mounts,
+        caches, limits, backend, trace.
+        """
+        return self.run(build_request(argv, workspace, **fields), timeout)
 
     def cancel(self, job_id: str) -> dict:
         return self._json("DELETE", "/v1/jobs/" + urllib.parse.quote(job_id, safe=""))

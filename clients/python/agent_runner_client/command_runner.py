@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass, field
 
 from .client import APIError, Client
+from .request import build_request
 
 
 @dataclass
@@ -33,6 +34,14 @@ class CommandRunner:
     it, never in place). Every env key passed is allowed for that job; the
     runner still decides which commands may run (``allowed_commands``, by
     default the command's own basename) and never uses a shell.
+
+    ``readonly_mounts`` (workspace directories bound read-only in place,
+    such as ``node_modules`` or ``.venv``), ``caches`` (``[{"name", "path"}]``
+    build caches kept across jobs) and ``limits`` (``memory_mb``,
+    ``cpu_count``, ``max_processes``, ``max_stdout_bytes``, ...) go into
+    every request; ``run`` takes the same three for one call, replacing
+    these (``limits`` are merged). ``timeout`` always sets
+    ``limits.timeout_ms``. The runner validates them as for any request.
     """
 
     client: Client = field(default_factory=Client)
@@ -40,28 +49,29 @@ class CommandRunner:
     backend: str | None = None
     trace: dict | None = None
     policy: dict = field(default_factory=dict)
+    readonly_mounts: list | None = None
+    caches: list | None = None
+    limits: dict = field(default_factory=dict)
 
-    def request(self, command: list[str], cwd: str, timeout: float, env: dict | None) -> dict:
+    def request(self, command: list[str], cwd: str, timeout: float, env: dict | None, *,
+                readonly_mounts: list | None = None, caches: list | None = None, limits: dict | None = None) -> dict:
         if not isinstance(command, (list, tuple)) or not command or not all(isinstance(a, str) for a in command):
             raise ValueError("command must be a non-empty list of strings (no shell strings)")
         policy = dict(self.policy)
         policy.setdefault("allowed_commands", self.allowed_commands or [os.path.basename(command[0])])
         if env:
             policy.setdefault("allowed_env", sorted(env))
-        req = {
-            "workspace": {"path": os.path.abspath(cwd)},
-            "command": {"argv": list(command), "cwd": ".", "env": dict(env or {})},
-            "policy": policy,
-            "limits": {"timeout_ms": max(1, int(timeout * 1000))},
-        }
-        if self.backend:
-            req["backend"] = {"kind": self.backend}
-        if self.trace:
-            req["trace"] = dict(self.trace)
-        return req
+        merged = {**self.limits, **(limits or {}), "timeout_ms": max(1, int(timeout * 1000))}
+        return build_request(
+            command, cwd, env=env, policy=policy,
+            readonly_mounts=self.readonly_mounts if readonly_mounts is None else readonly_mounts,
+            caches=self.caches if caches is None else caches,
+            limits=merged, backend=self.backend, trace=self.trace,
+        )
 
-    def run(self, command: list[str], *, cwd: str, timeout: float, env: dict | None = None) -> CommandResult:
-        req = self.request(command, cwd, timeout, env)
+    def run(self, command: list[str], *, cwd: str, timeout: float, env: dict | None = None,
+            readonly_mounts: list | None = None, caches: list | None = None, limits: dict | None = None) -> CommandResult:
+        req = self.request(command, cwd, timeout, env, readonly_mounts=readonly_mounts, caches=caches, limits=limits)
         try:
             res = self.client.run(req)
         except APIError as e:
