@@ -71,8 +71,9 @@ type Config struct {
 
 // Service is the jobs service. It is safe for concurrent use.
 type Service struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	holds holds
 }
 
 // New returns a service over cfg's runner (store, validation, policy) and
@@ -193,7 +194,7 @@ func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, 
 // Workers check the same again (a message may come from elsewhere).
 func (s *Service) admit(req *job.Request, m *Mounts) error {
 	if s.cfg.WorkspaceRoots == nil {
-		return nil
+		return s.held(req.Workspace.Path, m.GetWritable())
 	}
 	if req.Workspace.Path != "" {
 		real, err := s.cfg.WorkspaceRoots.Check(req.Workspace.Path)
@@ -201,6 +202,9 @@ func (s *Service) admit(req *job.Request, m *Mounts) error {
 			return job.AsError(err).With("field", "workspace.path")
 		}
 		req.Workspace.Path = real
+		if err := s.held(real, m.GetWritable()); err != nil {
+			return err
+		}
 	}
 	for _, dir := range append(m.GetReadOnly(), m.GetWritable()...) {
 		if _, err := s.cfg.WorkspaceRoots.Check(dir); err != nil {

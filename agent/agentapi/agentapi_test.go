@@ -21,6 +21,7 @@ import (
 	"github.com/agent-runner/agent-runner/workspaceroot"
 
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
+	"github.com/agent-runner/agent-runner/job"
 )
 
 // env is a Service on a workspace root with a logs directory, its jobs on
@@ -443,5 +444,36 @@ func TestInterruptedRun(t *testing.T) {
 	e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail)
 	if !trail.Verify.OK {
 		t.Errorf("verify = %+v, want ok", trail.Verify)
+	}
+}
+
+// TestRunInProgressHoldsJobWorkspaces: a job whose workspace contains a
+// running run's write root (or lies inside it) was snapshotted while the
+// run's jobs wrote there (issue: the write root made 0777, swapped with a
+// symlink to /etc).
+func TestRunInProgressHoldsJobWorkspaces(t *testing.T) {
+	e := newEnv(t)
+	out := filepath.Join(e.root, "proj", "out")
+	os.MkdirAll(filepath.Join(out, "deep"), 0o755)
+	os.MkdirAll(filepath.Join(e.root, "other"), 0o755)
+	writer := reach{roots: []string{out}, write: []string{out}}
+	if _, err := e.svc.admit("11111111-1111-4111-8111-111111111111", writer, Info{RunID: "11111111-1111-4111-8111-111111111111"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, ws string
+		own      []string
+		want     job.Code
+	}{
+		{"workspace holding the write root", filepath.Join(e.root, "proj"), nil, job.CodePathEscape},
+		{"the write root itself", out, nil, job.CodePathEscape},
+		{"inside the write root", filepath.Join(out, "deep"), nil, job.CodePathEscape},
+		{"the run's own tool job", filepath.Join(e.root, "proj"), []string{out}, ""},
+		{"elsewhere", filepath.Join(e.root, "other"), nil, ""},
+	}
+	for _, tt := range tests {
+		if got := job.CodeOf(e.svc.HoldsWorkspace(tt.ws, tt.own)); got != tt.want {
+			t.Errorf("%s: HoldsWorkspace(%s) = %q, want %q", tt.name, tt.ws, got, tt.want)
+		}
 	}
 }

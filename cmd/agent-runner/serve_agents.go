@@ -24,6 +24,8 @@ func init() {
 			return err
 		}
 		agentapi.Routes(d.Mux, s, d.Auth)
+		// A job's workspace may not overlap a run's live write roots.
+		d.Jobs.Hold(s.HoldsWorkspace)
 		return nil
 	})
 }
