@@ -52,6 +52,7 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"ExhaustionInOneSandboxLeavesOthersWorking", advExhaustionInOneSandboxLeavesOthersWorking},
 		{"ConcurrentSandboxesGetTheirOwnHostIDs", advConcurrentSandboxesGetTheirOwnHostIDs},
 		{"ProcShowsNothingOfTheHost", advProcShowsNothingOfTheHost},
+		{"WorkspaceFillIsCapped", advWorkspaceFillIsCapped},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}
@@ -69,6 +70,9 @@ func Attack(t *testing.T, b backend.Backend, program string, mutate ...func(*bac
 	o, err := b.Run(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	if o.Release != nil {
+		t.Cleanup(o.Release)
 	}
 	return out.String(), errb.String(), o
 }
@@ -576,5 +580,42 @@ for f in ["/proc/cmdline", "/proc/sys/kernel/random/boot_id"]:
 		if h := strings.TrimSpace(string(host)); h != "" && strings.Contains(out, h) {
 			t.Errorf("the sandbox read the host's %s: %s", f, out)
 		}
+	}
+}
+
+// advWorkspaceFillIsCapped: a job wrote 1 GiB and 20,000 files into
+// /workspace with no quota; under limits.disk_mb the write stops at the
+// cap with ENOSPC, and so do file creations under disk_inodes.
+func advWorkspaceFillIsCapped(t *testing.T, newBackend Factory) {
+	NeedLimit(t, newBackend(t), job.LimitDisk)
+	out, errs, o := Attack(t, newBackend(t), `
+import os
+n = 0
+try:
+    with open("fill", "wb") as f:
+        for _ in range(256):
+            f.write(b"x" * (1 << 20))
+            n += 1
+    print("FILLED", n, "MB")
+except OSError as e:
+    print("bytes stopped after", n, "MB:", e.strerror)
+os.remove("fill")
+k = 0
+try:
+    os.mkdir("many")
+    while k < 20000:
+        open("many/%d" % k, "w").close()
+        k += 1
+    print("CREATED", k)
+except OSError as e:
+    print("files stopped after", k, ":", e.strerror)
+`, func(s *backend.Spec) { s.Limits.DiskBytes = 32 << 20; s.Limits.DiskInodes = 1000 })
+	if !strings.Contains(out, "bytes stopped after") || !strings.Contains(out, "files stopped after") || !strings.Contains(out, "No space left") {
+		t.Fatalf("workspace fill under disk_mb 32 / disk_inodes 1000 was not stopped: %s %s %+v", out, errs, o)
+	}
+	var mb int
+	fmt.Sscanf(out[strings.Index(out, "bytes stopped after")+len("bytes stopped after "):], "%d", &mb)
+	if mb > 32 {
+		t.Errorf("wrote %d MB under a 32 MB cap", mb)
 	}
 }
