@@ -18,12 +18,22 @@
 //     consumer follows every job, task and run (AllEvents).
 //   - Cancellation is a core NATS message on ar.cancel that every worker
 //     process hears.
+//   - Every client of the embedded server presents a token (auth.go): the
+//     API node's own connection and the shared token (Config.Token) have
+//     full rights; a worker's token (Config.Workers) may only take and
+//     acknowledge deliveries, publish live events, queue child tasks and
+//     publish records under its identity (WorkerID; perms.go). Its
+//     deliveries come on its own inboxes, where the API node sees them
+//     and writes claims (ar.claims.<worker>.<kind>.<id>, claims.go): the
+//     record mirror (package remote) accepts a record only from the
+//     worker the latest delivery went to.
 package queue
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -79,9 +89,15 @@ type Config struct {
 	// SyncAlways makes the embedded server fsync every stored message, so
 	// an accepted job survives a power loss, not only a process crash.
 	SyncAlways bool
-	// Token, when set, is required of every NATS client of the embedded
-	// server and is presented to an external one.
+	// Token is the credential this client presents (to an external
+	// server, or to the embedded server of another process with Join).
+	// For the embedded server it is the shared token: a client presenting
+	// it has full rights, like the API node's own connection.
 	Token string
+	// Workers are the worker credentials the embedded server accepts
+	// besides Token: each may only do what a worker does, under its own
+	// identity (Worker.ID). A listener (Listen) needs Token or Workers.
+	Workers []Worker
 	// Join binds to the streams an API node created on an external server
 	// instead of creating or updating them, so a worker never changes the
 	// queue's capacity. It requires URL.
@@ -114,17 +130,27 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 	q := &Queue{cfg: cfg}
 	url := cfg.URL
 	var opts []nats.Option
-	if cfg.Token != "" {
-		opts = append(opts, nats.Token(cfg.Token))
-	}
 	if url == "" {
-		ns, err := embedded(cfg)
+		ns, internal, err := embedded(cfg)
 		if err != nil {
 			return nil, err
 		}
 		q.server = ns
 		url = ns.ClientURL()
-		opts = append(opts, nats.InProcessServer(ns))
+		opts = append(opts, nats.InProcessServer(ns), nats.Token(internal))
+	} else if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.Token == "" {
+		// A token in the URL (nats://TOKEN@host) is this client's
+		// identity too.
+		cfg.Token = urlToken(cfg.URL)
+		q.cfg.Token = cfg.Token
+	}
+	if cfg.Join {
+		// A worker's replies (fetched jobs among them) come on inboxes
+		// only its identity may subscribe to.
+		opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(q.WorkerID())))
 	}
 	nc, err := nats.Connect(url, append(opts, nats.Name("agent-runner"), nats.MaxReconnects(-1))...)
 	if err != nil {
@@ -144,38 +170,54 @@ func Open(ctx context.Context, cfg Config) (*Queue, error) {
 		q.Close()
 		return nil, err
 	}
+	if !cfg.Join {
+		// An API node binds each delivery to the worker that took it.
+		if err := q.ensureClaims(ctx); err != nil {
+			q.Close()
+			return nil, err
+		}
+		if err := q.observeDeliveries(); err != nil {
+			q.Close()
+			return nil, err
+		}
+	}
 	return q, nil
 }
 
-func embedded(cfg Config) (*server.Server, error) {
+// embedded starts the embedded server; every client must present a
+// token (authenticator): internal is the one of this process's own
+// connection.
+func embedded(cfg Config) (ns *server.Server, internal string, err error) {
+	if cfg.Listen != "" && cfg.Token == "" && len(cfg.Workers) == 0 {
+		return nil, "", job.Errorf(job.CodeInvalidRequest, "a NATS listener needs a credential (a token or worker tokens)")
+	}
+	auth, internal := newAuthenticator(cfg)
 	opts := &server.Options{
-		JetStream:  true,
-		StoreDir:   filepath.Join(cfg.StoreDir, "nats"),
-		DontListen: cfg.Listen == "",
-		NoSigs:     true,
-		ServerName: "agent-runner",
-		// Empty means no authorization (the server has no listener then,
-		// or only a loopback one; serve enforces that).
-		Authorization: cfg.Token,
-		SyncAlways:    cfg.SyncAlways,
+		JetStream:                  true,
+		StoreDir:                   filepath.Join(cfg.StoreDir, "nats"),
+		DontListen:                 cfg.Listen == "",
+		NoSigs:                     true,
+		ServerName:                 "agent-runner",
+		CustomClientAuthentication: auth,
+		SyncAlways:                 cfg.SyncAlways,
 	}
 	if cfg.Listen != "" {
 		host, port, err := splitHostPort(cfg.Listen)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		opts.Host, opts.Port = host, port
 	}
-	ns, err := server.NewServer(opts)
+	ns, err = server.NewServer(opts)
 	if err != nil {
-		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot start embedded NATS")
+		return nil, "", job.Wrap(job.CodeQueueClosed, err, "cannot start embedded NATS")
 	}
 	ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, job.Errorf(job.CodeQueueClosed, "embedded NATS did not start")
+		return nil, "", job.Errorf(job.CodeQueueClosed, "embedded NATS did not start")
 	}
-	return ns, nil
+	return ns, internal, nil
 }
 
 func (q *Queue) ensureStreams(ctx context.Context) error {
@@ -267,6 +309,10 @@ func (q *Queue) Close() {
 	}
 }
 
+// WorkerID is this client's identity as a worker: WorkerID of the token
+// it presents. Its claims and records go under it.
+func (q *Queue) WorkerID() string { return WorkerID(q.cfg.Token) }
+
 // Conn is the underlying NATS connection.
 func (q *Queue) Conn() *nats.Conn { return q.nc }
 
@@ -354,6 +400,18 @@ func (q *Queue) Depth(ctx context.Context) (uint64, error) {
 
 // Capacity is the configured queue capacity.
 func (q *Queue) Capacity() int64 { return q.cfg.Capacity }
+
+// urlToken is the token a NATS URL carries as its user (no password).
+func urlToken(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return ""
+	}
+	if _, hasPassword := u.User.Password(); hasPassword {
+		return ""
+	}
+	return u.User.Username()
+}
 
 func splitHostPort(addr string) (string, int, error) {
 	var host string

@@ -268,9 +268,9 @@ func TestJoinKeepsCapacity(t *testing.T) {
 	if _, err := queue.Open(ctx, queue.Config{Join: true}); job.CodeOf(err) != job.CodeInvalidRequest {
 		t.Errorf("Join without a URL = %v, want %s", err, job.CodeInvalidRequest)
 	}
-	api := open(t, queue.Config{Capacity: 2, Listen: "127.0.0.1:-1"})
+	api := open(t, queue.Config{Capacity: 2, Listen: "127.0.0.1:-1", Token: "s3cret"})
 	url := api.Conn().ConnectedUrl()
-	w := open(t, queue.Config{URL: url, Join: true})
+	w := open(t, queue.Config{URL: url, Join: true, Token: "s3cret"})
 	if w.Capacity() != 2 {
 		t.Errorf("joined Capacity = %d, want 2", w.Capacity())
 	}

@@ -15,8 +15,18 @@
 //     which ride in the message itself; then a Manifest (kind, id,
 //     attempt, every file's path, size and SHA-256, the commit file last)
 //     is published on the file-backed work-queue stream AR_RECORDS
-//     (subject ar.records.<kind>.<id>). A failed upload leaves the job
+//     (subject ar.records.<worker>.<kind>.<id>, objects
+//     <worker>/<kind>/<id>/<path>, where <worker> is the worker's identity,
+//     queue.WorkerID of its token). A failed upload leaves the job
 //     unacknowledged, so the queue delivers it again.
+//   - Binding: the API node's queue claims each delivery in the name of
+//     the worker whose inbox the server delivered it to (package queue;
+//     workers cannot write claims, and the embedded server lets a worker
+//     publish records under its own identity only). The Mirror accepts a
+//     record only from the worker of the latest claim of its id; any
+//     other (a stale attempt's, or forged) is tried again for a few
+//     seconds (a claim may be late), then dropped and logged: it never
+//     ends the job nor touches this node's record.
 //   - API side, Mirror: a durable consumer takes each manifest, checks it
 //     as untrusted input (paths through package safepath, a size and file
 //     count cap), writes every file into the node's own record directory

@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"strings"
+
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
 )
@@ -61,8 +63,25 @@ func (k Kind) carried(top string) bool {
 	return false
 }
 
-// subject is the records subject of one id.
-func (k Kind) subject(id string) string { return recordsPrefix + k.Name + "." + id }
+// subject is the records subject of one id published by worker (a
+// worker's identity, queue.WorkerID: one subject token).
+func (k Kind) subject(worker, id string) string {
+	return recordsPrefix + worker + "." + k.Name + "." + id
+}
 
-// object is the object name of one file of a record.
-func (k Kind) object(id, path string) string { return k.Name + "/" + id + "/" + path }
+// parse splits a records subject of k into its worker and id.
+func (k Kind) parse(subject string) (worker, id string, ok bool) {
+	worker, rest, ok := strings.Cut(strings.TrimPrefix(subject, recordsPrefix), ".")
+	if !ok || worker == "" {
+		return "", "", false
+	}
+	id, ok = strings.CutPrefix(rest, k.Name+".")
+	return worker, id, ok && id != ""
+}
+
+// object is the object name of one file of a record worker published:
+// each worker's objects are its own, so deleting those of a refused
+// record never touches another's.
+func (k Kind) object(worker, id, path string) string {
+	return worker + "/" + k.Name + "/" + id + "/" + path
+}

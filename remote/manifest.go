@@ -5,16 +5,20 @@ import (
 	"strings"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/safepath"
 )
 
 // Stream, bucket and subject names.
 const (
 	// RecordsStream is the work-queue stream of manifests.
-	RecordsStream = "AR_RECORDS"
+	RecordsStream = queue.RecordsStream
 	// Bucket is the object store bucket of record files.
-	Bucket        = "AR_RECORDS"
-	recordsPrefix = "ar.records."
+	Bucket = queue.RecordsBucket
+	// ClaimsStream is the stream of claims (ar.claims.<worker>.<kind>.<id>).
+	ClaimsStream  = queue.ClaimsStream
+	recordsPrefix = queue.RecordsPrefix
+	claimsPrefix  = queue.ClaimsPrefix
 )
 
 // Defaults of the receiving side's caps.

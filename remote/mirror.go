@@ -57,10 +57,11 @@ type MirrorConfig struct {
 // Mirror is the API node's side: it applies the records workers publish
 // to this node's own record directories.
 type Mirror struct {
-	cfg  MirrorConfig
-	obs  jetstream.ObjectStore
-	cons jetstream.Consumer
-	log  *slog.Logger
+	cfg    MirrorConfig
+	obs    jetstream.ObjectStore
+	cons   jetstream.Consumer
+	claims jetstream.Stream
+	log    *slog.Logger
 }
 
 // NewMirror creates (or updates) the records stream, the bucket and the
@@ -85,21 +86,26 @@ func NewMirror(ctx context.Context, nc *nats.Conn, cfg MirrorConfig) (*Mirror, e
 	if err != nil {
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records stream")
 	}
+	claims, err := js.Stream(ctx, ClaimsStream)
+	if err != nil {
+		return nil, job.Wrap(job.CodeQueueClosed, err, "no claims stream on this NATS server (the queue creates it)")
+	}
 	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: Bucket, Storage: jetstream.FileStorage})
 	if err != nil {
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records bucket")
 	}
 	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable: "mirror_" + cfg.Kind.Name,
-		// ">": an id holding dots is several subject tokens.
-		FilterSubject: recordsPrefix + cfg.Kind.Name + ".>",
+		// ar.records.<worker>.<kind>.<id>; ">": an id holding dots is
+		// several subject tokens.
+		FilterSubject: recordsPrefix + "*." + cfg.Kind.Name + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       mirrorAckWait,
 	})
 	if err != nil {
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot create the records consumer")
 	}
-	return &Mirror{cfg: cfg, obs: obs, cons: cons, log: cfg.Logger.With("component", "remote", "kind", cfg.Kind.Name)}, nil
+	return &Mirror{cfg: cfg, obs: obs, cons: cons, claims: claims, log: cfg.Logger.With("component", "remote", "kind", cfg.Kind.Name)}, nil
 }
 
 // Run applies records until ctx ends.
@@ -115,17 +121,44 @@ func (m *Mirror) Run(ctx context.Context) error {
 }
 
 func (m *Mirror) handle(ctx context.Context, msg jetstream.Msg) {
-	k := m.cfg.Kind
-	id := strings.TrimPrefix(msg.Subject(), recordsPrefix+k.Name+".")
-	log := m.log.With("id", id)
-	man, ref, err := m.manifest(ctx, msg.Data(), id)
+	worker, id, ok := m.cfg.Kind.parse(msg.Subject())
+	if !ok {
+		m.log.Error("record refused: its subject names no worker and id", "subject", msg.Subject())
+		_ = msg.DoubleAck(ctx)
+		return
+	}
+	log := m.log.With("id", id, "worker", worker)
+	holder, err := m.holder(ctx, id)
 	if err != nil {
-		m.refuse(ctx, msg, man, ref, id, err)
+		// Never refused for it: who sent the record is not known.
+		if !m.retry(msg, log, err) {
+			log.Error("cannot read the record's claims; trying again", "error", err)
+			_ = msg.NakWithDelay(maxTries * time.Second)
+		}
+		return
+	}
+	man, ref, err := m.manifest(ctx, worker, msg.Data(), id)
+	if holder != worker {
+		// Not from the worker holding the delivery (a stale attempt's,
+		// or forged): after a few tries (a claim may be a moment late),
+		// dropped without touching this node's record or ending its job;
+		// its own objects go.
+		if m.retry(msg, log, errNotHolder) {
+			return
+		}
+		log.Error("record refused: not from the worker holding the delivery; this node's record stays", "holder", holder)
+		if err := msg.DoubleAck(ctx); err == nil {
+			m.deleteObjects(ctx, worker, man, ref)
+		}
+		return
+	}
+	if err != nil {
+		m.refuse(ctx, msg, worker, man, ref, id, err)
 		return
 	}
 	stop := keepAlive(msg)
 	unlock := m.lock()
-	written, prev, err := m.apply(ctx, man)
+	written, prev, err := m.apply(ctx, worker, man)
 	if written && m.cfg.Committed != nil {
 		m.cfg.Committed(ctx, man, prev)
 	}
@@ -136,24 +169,38 @@ func (m *Mirror) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		var perm permanent
-		if tries := delivered(msg); tries < maxTries && !errors.As(err, &perm) {
-			log.Warn("cannot apply a record; trying again", "try", tries, "error", err)
-			_ = msg.NakWithDelay(time.Duration(tries) * time.Second)
-			return
+		if errors.As(err, &perm) || !m.retry(msg, log, err) {
+			m.refuse(ctx, msg, worker, man, ref, id, err)
 		}
-		m.refuse(ctx, msg, man, ref, id, err)
 		return
 	}
 	if err := msg.DoubleAck(ctx); err != nil {
 		log.Warn("cannot acknowledge a record; it is applied again", "error", err)
 		return
 	}
-	m.deleteObjects(ctx, man, ref)
+	m.deleteObjects(ctx, worker, man, ref)
+	m.release(ctx, id)
+}
+
+// errNotHolder is why a record from a worker that does not hold its
+// delivery waits.
+var errNotHolder = errors.New("the record's worker does not hold the delivery (yet)")
+
+// retry asks for msg again after a delay that grows with its tries;
+// false when it was tried maxTries times already.
+func (m *Mirror) retry(msg jetstream.Msg, log *slog.Logger, err error) bool {
+	tries := delivered(msg)
+	if tries >= maxTries {
+		return false
+	}
+	log.Warn("cannot apply a record; trying again", "try", tries, "error", err)
+	_ = msg.NakWithDelay(time.Duration(tries) * time.Second)
+	return true
 }
 
 // manifest decodes a message (fetching a manifest too large for one) and
 // checks it. Its errors are permanent.
-func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest, bool, error) {
+func (m *Mirror) manifest(ctx context.Context, worker string, data []byte, id string) (Manifest, bool, error) {
 	k := m.cfg.Kind
 	var man Manifest
 	if err := json.Unmarshal(data, &man); err != nil {
@@ -164,7 +211,7 @@ func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest
 	}
 	ref := man.Ref
 	if ref {
-		r, err := m.obs.Get(ctx, k.object(id, manifestObject))
+		r, err := m.obs.Get(ctx, k.object(worker, id, manifestObject))
 		if err != nil {
 			return man, ref, job.Wrap(job.CodeRunIOFailed, err, "record manifest object is missing")
 		}
@@ -192,10 +239,11 @@ func (m *Mirror) manifest(ctx context.Context, data []byte, id string) (Manifest
 // refuse ends a record that cannot be applied: its job fails with
 // run.io_failed, details.reason naming the check that refused it (unless
 // it already has a result), the manifest is acknowledged, and its
-// objects are deleted.
-func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, ref bool, id string, err error) {
+// objects and the claims of id are deleted. Only a record from the
+// worker holding the delivery comes here.
+func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, worker string, man Manifest, ref bool, id string, err error) {
 	jerr := job.AsError(err)
-	m.log.Error("record refused; its job ends with the reason", "id", id, "error", err)
+	m.log.Error("record refused; its job ends with the reason", "id", id, "worker", worker, "error", err)
 	unlock := m.lock()
 	if m.cfg.Kind.ValidID(id) && !m.final(id) && m.cfg.Refused != nil {
 		reason := job.Errorf(job.CodeRunIOFailed, "the worker's record could not be carried to this node: %s", jerr.Message).With("reason", string(jerr.Code))
@@ -209,7 +257,8 @@ func (m *Mirror) refuse(ctx context.Context, msg jetstream.Msg, man Manifest, re
 		m.log.Warn("cannot acknowledge a refused record", "id", id, "error", err)
 		return
 	}
-	m.deleteObjects(ctx, man, ref)
+	m.deleteObjects(ctx, worker, man, ref)
+	m.release(ctx, id)
 }
 
 // final reports whether this node's record of id is final: its commit
@@ -240,15 +289,15 @@ type permanent struct{ error }
 func (p permanent) Unwrap() error { return p.error }
 
 // deleteObjects removes what a record left in the bucket.
-func (m *Mirror) deleteObjects(ctx context.Context, man Manifest, ref bool) {
+func (m *Mirror) deleteObjects(ctx context.Context, worker string, man Manifest, ref bool) {
 	k := m.cfg.Kind
 	names := []string{}
 	if ref {
-		names = append(names, k.object(man.ID, manifestObject))
+		names = append(names, k.object(worker, man.ID, manifestObject))
 	}
 	for _, f := range man.Files {
 		if !f.Inline {
-			names = append(names, k.object(man.ID, f.Path))
+			names = append(names, k.object(worker, man.ID, f.Path))
 		}
 	}
 	for _, name := range names {
@@ -262,7 +311,7 @@ func (m *Mirror) deleteObjects(ctx context.Context, man Manifest, ref bool) {
 // commit file last: created only when absent, or (Kind.Replace) replacing
 // one that is not final. It reports whether it wrote the commit file, and
 // what that replaced.
-func (m *Mirror) apply(ctx context.Context, man Manifest) (written bool, prev []byte, err error) {
+func (m *Mirror) apply(ctx context.Context, worker string, man Manifest) (written bool, prev []byte, err error) {
 	k := m.cfg.Kind
 	if m.final(man.ID) {
 		return false, nil, nil // a shared store, or applied before
@@ -282,7 +331,7 @@ func (m *Mirror) apply(ctx context.Context, man Manifest) (written bool, prev []
 				continue
 			}
 		}
-		src, err := m.open(ctx, man.ID, f)
+		src, err := m.open(ctx, worker, man.ID, f)
 		if err != nil {
 			return false, nil, err
 		}
@@ -307,11 +356,11 @@ func (m *Mirror) apply(ctx context.Context, man Manifest) (written bool, prev []
 }
 
 // open returns the content of one file of a record.
-func (m *Mirror) open(ctx context.Context, id string, f File) (io.ReadCloser, error) {
+func (m *Mirror) open(ctx context.Context, worker, id string, f File) (io.ReadCloser, error) {
 	if f.Inline {
 		return io.NopCloser(strings.NewReader(string(f.Data))), nil
 	}
-	r, err := m.obs.Get(ctx, m.cfg.Kind.object(id, f.Path))
+	r, err := m.obs.Get(ctx, m.cfg.Kind.object(worker, id, f.Path))
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot fetch a record file").With("path", f.Path)
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,7 +40,12 @@ type PublisherConfig struct {
 	MaxBytes int64
 	// MaxFiles bounds the files of one record (DefaultMaxFiles).
 	MaxFiles int
-	Logger   *slog.Logger
+	// Worker is this worker's identity (queue.Queue.WorkerID, from its
+	// NATS token): its records go under it (ar.records.<worker>.>), and
+	// the API node's Mirror accepts a record only from the worker the
+	// job's or task's latest delivery went to.
+	Worker string
+	Logger *slog.Logger
 }
 
 // Publisher is a worker's side: it carries record directories to the API
@@ -63,6 +69,9 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, cfg PublisherConfig) (*Pub
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, job.Wrap(job.CodeQueueClosed, err, "cannot open JetStream")
+	}
+	if cfg.Worker == "" || strings.ContainsAny(cfg.Worker, ".*> \t\r\n") {
+		return nil, job.Errorf(job.CodeInvalidRequest, "a publisher needs a worker identity (one subject token)").With("worker", cfg.Worker)
 	}
 	if _, err := js.Stream(ctx, RecordsStream); err != nil {
 		return nil, job.Wrap(job.CodeQueueClosed, err, "no records stream on this NATS server (start serve against it first)")
@@ -106,12 +115,12 @@ func (p *Publisher) Publish(ctx context.Context, k Kind, id string, attempt int,
 	}
 	if int64(len(b)) > p.maxPayload/2 {
 		// Many files: the manifest itself goes to the bucket.
-		if _, err := p.obs.PutBytes(ctx, k.object(id, manifestObject), b); err != nil {
+		if _, err := p.obs.PutBytes(ctx, k.object(p.cfg.Worker, id, manifestObject), b); err != nil {
 			return job.Wrap(job.CodeQueueClosed, err, "cannot upload the record manifest").With("id", id)
 		}
 		b, _ = json.Marshal(Manifest{Kind: k.Name, ID: id, Attempt: attempt, Ref: true})
 	}
-	if _, err := p.js.Publish(ctx, k.subject(id), b); err != nil {
+	if _, err := p.js.Publish(ctx, k.subject(p.cfg.Worker, id), b); err != nil {
 		return job.Wrap(job.CodeQueueClosed, err, "cannot publish the record").With("id", id)
 	}
 	return nil
@@ -192,7 +201,7 @@ func (p *Publisher) carry(ctx context.Context, k Kind, id, dir string, e entry, 
 		}
 	}
 	h := sha256.New()
-	info, err := p.obs.Put(ctx, jetstream.ObjectMeta{Name: k.object(id, e.path)}, io.TeeReader(fh, h))
+	info, err := p.obs.Put(ctx, jetstream.ObjectMeta{Name: k.object(p.cfg.Worker, id, e.path)}, io.TeeReader(fh, h))
 	if err != nil {
 		return File{}, job.Wrap(job.CodeQueueClosed, err, "cannot upload a record file").With("path", e.path)
 	}

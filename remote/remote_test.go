@@ -66,7 +66,7 @@ func newRig(t *testing.T, lim remote.Limits) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	pub, err := remote.NewPublisher(context.Background(), q.Conn(), remote.PublisherConfig{MaxBytes: lim.MaxBytes})
+	pub, err := remote.NewPublisher(context.Background(), q.Conn(), remote.PublisherConfig{MaxBytes: lim.MaxBytes, Worker: testWorker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,21 @@ func (g *rig) accept(t *testing.T, id string) job.Request {
 	if _, err := g.api.Store().Claim(req, store.StatusRecord{JobID: id, Status: job.StatusQueued}); err != nil {
 		t.Fatal(err)
 	}
+	claim(t, g.q, testWorker, "job", id)
 	return req
+}
+
+// testWorker is the identity the rigs' publishers have.
+const testWorker = "wtest"
+
+// claim writes worker's claim of kind's id, as the API node's queue does
+// when the server delivers it to that worker.
+func claim(t *testing.T, q *queue.Queue, worker, kind, id string) {
+	t.Helper()
+	js, _ := jetstream.New(q.Conn())
+	if _, err := js.Publish(context.Background(), queue.ClaimsPrefix+worker+"."+kind+"."+id, []byte(`{"attempt":1}`)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // record writes a finished record of req into the worker's store.
@@ -229,7 +243,7 @@ func TestRefusedRecordEndsTheJob(t *testing.T) {
 			m := remote.Manifest{Kind: "job", ID: tt.id, Attempt: 1, Files: []remote.File{tt.file,
 				{Path: "result.json", Size: 5, SHA256: sum, Inline: true, Data: []byte("hello")}}}
 			b, _ := json.Marshal(m)
-			if _, err := js.Publish(context.Background(), "ar.records.job."+tt.id, b); err != nil {
+			if _, err := js.Publish(context.Background(), "ar.records."+testWorker+".job."+tt.id, b); err != nil {
 				t.Fatal(err)
 			}
 			res := g.waitResult(t, tt.id)

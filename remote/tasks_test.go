@@ -54,7 +54,7 @@ func newTaskRig(t *testing.T) *taskRig {
 		time.Sleep(50 * time.Millisecond) // the mirror's consumer stops
 		q.Close()
 	})
-	if g.pub, err = remote.NewPublisher(context.Background(), q.Conn(), remote.PublisherConfig{}); err != nil {
+	if g.pub, err = remote.NewPublisher(context.Background(), q.Conn(), remote.PublisherConfig{Worker: testWorker}); err != nil {
 		t.Fatal(err)
 	}
 	return g
@@ -74,6 +74,7 @@ func (g *taskRig) submit(t *testing.T, id string) *state.Machine {
 	if err := os.WriteFile(filepath.Join(g.apiDir(id), "manifest.yaml"), []byte("the API node's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	claim(t, g.q, testWorker, "task", id)
 	return m
 }
 
@@ -244,7 +245,7 @@ func TestRefusedTaskRecordEndsTheTask(t *testing.T) {
 		t.Run(tt.id, func(t *testing.T) {
 			g.submit(t, tt.id)
 			b, _ := json.Marshal(remote.Manifest{Kind: "task", ID: tt.id, Files: tt.files})
-			if _, err := js.Publish(context.Background(), "ar.records.task."+tt.id, b); err != nil {
+			if _, err := js.Publish(context.Background(), "ar.records."+testWorker+".task."+tt.id, b); err != nil {
 				t.Fatal(err)
 			}
 			rec := g.waitState(t, tt.id, state.Failed)

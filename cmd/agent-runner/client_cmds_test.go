@@ -146,7 +146,7 @@ func TestWorkerJoinsExternalQueue(t *testing.T) {
 	if st, _ := c.Get(ctx, acc.JobID); st.Status != job.StatusQueued {
 		t.Fatalf("with no workers the job is %s, want queued", st.Status)
 	}
-	w := exec.Command(binary, "worker", "--nats", "nats://"+natsAddr, "--store-dir", store, "--log-level", "warn", "--workspace-root", os.TempDir())
+	w := exec.Command(binary, "worker", "--nats", "nats://"+natsAddr, "--nats-token-file", filepath.Join(store, "nats", "token"), "--store-dir", store, "--log-level", "warn", "--workspace-root", os.TempDir())
 	w.Stderr = os.Stderr
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,12 @@ func apiNode(t *testing.T, store string) (*client.Client, string) {
 	c := client.New("http://"+addr, "")
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err := c.Get(context.Background(), "job_probe"); err != nil && strings.Contains(err.Error(), "job.not_found") {
-			return c, "nats://" + natsAddr
+			// The listener's generated token (no AGENT_RUNNER_NATS_TOKEN).
+			token, err := os.ReadFile(filepath.Join(store, "nats", "token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, "nats://" + strings.TrimSpace(string(token)) + "@" + natsAddr
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("serve did not come up")

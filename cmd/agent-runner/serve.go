@@ -109,7 +109,7 @@ func init() {
 	f.IntVar(&o.taskWorkers, "task-workers", 4, "agent tasks run concurrently by this process (slots of their own: tasks never hold up jobs)")
 	f.BoolVar(&o.noWorkers, "no-workers", false, "accept jobs but run none here (workers run elsewhere: agent-runner worker --nats URL)")
 	f.StringVar(&o.natsURL, "nats", "", "external NATS server URL (default: embedded, in-process)")
-	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers; non-loopback needs AGENT_RUNNER_NATS_TOKEN)")
+	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers); clients need AGENT_RUNNER_NATS_TOKEN, a --nats-workers token, or (loopback) the token generated in <store-dir>/nats/token")
 	f.StringVar(&o.tokenFile, "token-file", "", "bearer token file (lines: sha256:<hex> scopes [name])")
 	f.Int64Var(&o.maxBody, "max-body-bytes", 1<<20, "request body limit")
 	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of non-streaming requests")
@@ -155,8 +155,8 @@ func serve(o serveOptions) error {
 		return usageError{errors.New("binding a non-loopback address requires --token-file")}
 	}
 	natsToken := os.Getenv("AGENT_RUNNER_NATS_TOKEN")
-	if o.natsListen != "" && !loopback(o.natsListen) && natsToken == "" {
-		return usageError{errors.New("exposing NATS on a non-loopback address requires AGENT_RUNNER_NATS_TOKEN")}
+	if err := checkNATSAuth(o, natsToken); err != nil {
+		return err
 	}
 	backends, err := o.view.backends(o.storeDir)
 	if err != nil {
@@ -187,7 +187,11 @@ func serve(o serveOptions) error {
 	sig, stop := shutdownSignals()
 	defer stop()
 	ctx := sig.Ctx
-	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken, SyncAlways: o.durable})
+	natsToken, natsWorkers, err := natsCredentials(o, r.Store().Dir(), natsToken, log)
+	if err != nil {
+		return err
+	}
+	q, err := queue.Open(ctx, queue.Config{URL: o.natsURL, StoreDir: r.Store().Dir(), Capacity: o.capacity, AckWait: o.ackWait, Listen: o.natsListen, Token: natsToken, Workers: natsWorkers, SyncAlways: o.durable})
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ func admitWorkspace(roots *workspaceroot.Roots) func(queue.Message) error {
 }
 
 func init() {
-	var natsURL, storeDir, defaultBackend, logLevel string
+	var natsURL, tokenFile, storeDir, defaultBackend, logLevel string
 	var workers int
 	var grace time.Duration
 	var durable, unsafeLocal bool
@@ -58,7 +58,9 @@ func init() {
 			"requests; on SIGTERM it stops pulling and lets running jobs finish within\n" +
 			"--shutdown-grace; jobs still running then, or at a second signal, are\n" +
 			"killed and run again after restart.\n" +
-			"The NATS token, if the server needs one, comes from AGENT_RUNNER_NATS_TOKEN.",
+			"The NATS token comes from --nats-token-file (a 0600 file: the API node's\n" +
+			"<store-dir>/nats/token on the same host, or this worker's own token listed\n" +
+			"in serve --nats-workers) or AGENT_RUNNER_NATS_TOKEN.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -86,14 +88,20 @@ func init() {
 			sig, stop := shutdownSignals()
 			defer stop()
 			ctx := sig.Ctx
-			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true, Token: os.Getenv("AGENT_RUNNER_NATS_TOKEN")})
+			token := os.Getenv("AGENT_RUNNER_NATS_TOKEN")
+			if tokenFile != "" {
+				if token, err = queue.ReadTokenFile(tokenFile); err != nil {
+					return usageError{err}
+				}
+			}
+			q, err := queue.Open(ctx, queue.Config{URL: natsURL, Join: true, Token: token})
 			if err != nil {
 				return err
 			}
 			defer q.Close()
 			// The record of every finished job goes to the API node over
 			// NATS, so the two need no shared store.
-			pub, err := remote.NewPublisher(ctx, q.Conn(), remote.PublisherConfig{Logger: log})
+			pub, err := remote.NewPublisher(ctx, q.Conn(), remote.PublisherConfig{Logger: log, Worker: q.WorkerID()})
 			if err != nil {
 				return err
 			}
@@ -113,7 +121,7 @@ func init() {
 			ts.Lifecycle.Output = remote.TaskOutput(q)
 			ts.Queue, ts.SharedQueue = q, true
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
-			log.Info("worker started", "nats", natsURL, "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
+			log.Info("worker started", "nats", natsURL, "worker_id", q.WorkerID(), "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
 				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store()),
 				Tasks: ts, TaskWorkers: taskWorkers, TaskRecorded: remote.PublishTask(pub, ts.Dir)}).Run(ctx)
@@ -130,6 +138,7 @@ func init() {
 	tasks.register(f, "worker")
 	f.IntVar(&taskWorkers, "task-workers", 4, "agent tasks run concurrently (slots of their own: tasks never hold up jobs)")
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
+	f.StringVar(&tokenFile, "nats-token-file", "", "file holding this worker's NATS token (mode 0600; default: AGENT_RUNNER_NATS_TOKEN)")
 	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "this worker's run store (the API node gets each finished record over NATS)")
 	f.IntVar(&workers, "workers", 2, "jobs run concurrently")
 	f.DurationVar(&grace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish (they run again elsewhere after)")
