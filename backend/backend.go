@@ -150,6 +150,14 @@ type Bind struct {
 	// runs workloads under varying host uids makes it writable for each
 	// (linux_sandbox: an idmapped mount over one reserved on-disk owner).
 	ReadOnly bool
+	// CopyOnWrite, with ReadOnly, makes the bind writable inside the
+	// sandbox without ever writing to Source: Source (read-only) is the
+	// lower layer of an overlay whose upper layer lives on scratch space
+	// of the sandbox's own, so what the workload writes there vanishes
+	// with it (workspace.readonly_mounts_mode "copy_on_write"). A backend
+	// that cannot do it refuses the Spec; it never binds Source plainly
+	// read-only instead.
+	CopyOnWrite bool
 }
 
 // Usage is a live resource sample of a running Spec.

@@ -26,6 +26,12 @@ type Request struct {
 	OnInterrupt string `json:"on_interrupt,omitempty"`
 }
 
+// Modes of workspace.readonly_mounts (Workspace.ReadOnlyMountsMode).
+const (
+	MountsReadOnly    = "readonly"
+	MountsCopyOnWrite = "copy_on_write"
+)
+
 // Snapshot strategies.
 const (
 	SnapshotCopy    = "copy"
@@ -43,6 +49,12 @@ type Workspace struct {
 	// "node_modules", ".venv") bound read-only at their place in the
 	// sandbox instead of copied: installed dependencies. Extension.
 	ReadOnlyMounts []string `json:"readonly_mounts,omitempty"`
+	// ReadOnlyMountsMode says how ReadOnlyMounts appear in the sandbox:
+	// MountsReadOnly ("readonly", the default when empty) binds them
+	// read-only; MountsCopyOnWrite ("copy_on_write") makes each a
+	// writable overlay whose lower layer is the host directory and whose
+	// writes stay in the sandbox and vanish with it. Extension.
+	ReadOnlyMountsMode string `json:"readonly_mounts_mode,omitempty"`
 	// Caches are runner-managed directories kept across jobs by name and
 	// mounted read-write at an absolute path (build caches). Extension.
 	Caches []Cache `json:"caches,omitempty"`

@@ -52,7 +52,10 @@ func (e *execution) binds(ctx context.Context) (binds []backend.Bind, release fu
 			return nil, release, err
 		}
 		sources = append(sources, src)
-		binds = append(binds, backend.Bind{Source: src, Target: rel, ReadOnly: true})
+		// Copy-on-write keeps the host directory the read-only lower
+		// layer: the digest below still describes what the job read,
+		// and what it wrote there stays in the sandbox.
+		binds = append(binds, backend.Bind{Source: src, Target: rel, ReadOnly: true, CopyOnWrite: w.ReadOnlyMountsMode == job.MountsCopyOnWrite})
 	}
 	if len(sources) > 0 {
 		sum, err := mountsDigest(ctx, w.ReadOnlyMounts, sources)

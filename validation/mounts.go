@@ -33,8 +33,17 @@ var systemDirs = []string{
 // existing directory inside the workspace (after its symlinks), not a
 // secret-protected path, and not overlap another entry. Entries are
 // replaced by their clean form.
+//
+// workspace.readonly_mounts_mode must be empty (read-only), "readonly" or
+// "copy_on_write"; it is kept as given, so a request without it hashes as
+// it did before the field existed.
 func readOnlyMounts(w *job.Workspace) error {
 	const field = "workspace.readonly_mounts"
+	switch w.ReadOnlyMountsMode {
+	case "", job.MountsReadOnly, job.MountsCopyOnWrite:
+	default:
+		return invalid("workspace.readonly_mounts_mode", `must be "readonly" or "copy_on_write"`).With("mode", w.ReadOnlyMountsMode)
+	}
 	if len(w.ReadOnlyMounts) > MaxReadOnlyMounts {
 		return invalid(field, "too many entries").With("max", MaxReadOnlyMounts)
 	}

@@ -331,7 +331,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 			cmd.Wait()
 			started()
 			resR.Close()
-			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its writable binds")
+			return out, err // coded by sendBinds
 		}
 	}
 	// The init waits for its config, so it and everything it starts are
@@ -378,8 +378,14 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	}
 	if res.Error != "" {
 		code := job.CodeBackendSetupFailed
-		if res.Stage == "exec" {
+		switch res.Stage {
+		case "exec":
 			code = job.CodeRunSpawnFailed
+		case cowStage:
+			// The host cannot make the overlay the request asked for
+			// (cow.go): refused, never bound read-only instead.
+			return out, job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", res.Error).
+				With("stage", res.Stage).With("reason", res.Error)
 		}
 		return out, job.Errorf(code, "sandbox %s failed: %s", res.Stage, res.Error).With("stage", res.Stage)
 	}

@@ -29,26 +29,41 @@ type bindMount struct {
 	// Target is absolute inside the sandbox.
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	// CopyOnWrite makes a read-only bind the lower layer of an overlay
+	// at Target whose upper layer is on the sandbox's own tmpfs (cow.go).
+	CopyOnWrite bool `json:"copy_on_write,omitempty"`
 	// FD says the mount arrives on the layer socket (after the overlay
 	// layer, in order) instead of by path.
 	FD bool `json:"fd,omitempty"`
 }
 
 // initBinds turns the Spec's binds into the init's, giving writable ones
-// to layerOwner when the runner is root (slot != nil).
+// to layerOwner when the runner is root (slot != nil). A root runner
+// sends a copy-on-write bind's lower layer as an idmapped mount
+// (sendCowLower); an unprivileged one's init binds it by path.
 func initBinds(binds []backend.Bind, slot *idSlot) ([]bindMount, error) {
 	var out []bindMount
 	for _, b := range binds {
-		m := bindMount{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly, FD: !b.ReadOnly && slot != nil}
+		if b.CopyOnWrite && !b.ReadOnly {
+			return nil, job.Errorf(job.CodeBackendSetupFailed, "a copy-on-write bind must be read-only").With("path", b.Source)
+		}
+		m := bindMount{Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly, CopyOnWrite: b.CopyOnWrite,
+			FD: (!b.ReadOnly || b.CopyOnWrite) && slot != nil}
 		if !filepath.IsAbs(m.Target) {
 			m.Target = filepath.Join(WorkspaceMount, m.Target)
 		}
-		if m.FD {
+		switch {
+		case m.CopyOnWrite && m.FD:
+			// The runner opens it (through no symlink) and sends it;
+			// nothing on disk changes owner.
+		case m.FD:
 			if err := giveBind(b.Source); err != nil {
 				return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give a writable bind to the sandbox id").With("path", b.Source)
 			}
-		} else if err := traversable(b.Source); err != nil {
-			return nil, err
+		default:
+			if err := traversable(b.Source); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, m)
 	}
@@ -88,8 +103,15 @@ func sendBinds(sock *os.File, binds []bindMount, base int) error {
 		if !b.FD {
 			continue
 		}
+		if b.CopyOnWrite {
+			if err := sendCowLower(sock, b.Source, base); err != nil {
+				return job.Wrap(job.CodeBackendUnavail, err, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write)").
+					With("path", b.Source).With("reason", err.Error())
+			}
+			continue
+		}
 		if err := sendIdmappedBind(sock, b.Source, base); err != nil {
-			return err
+			return job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its writable binds")
 		}
 	}
 	return nil
@@ -101,12 +123,15 @@ func sendIdmappedBind(sock *os.File, dir string, base int) error {
 
 // mountBinds runs in the init after the workspace and /tmp are mounted,
 // so a bind inside /workspace lies over the snapshot (or an overlay's
-// merged view) and one under /tmp is not hidden by it.
-func mountBinds(root string, binds []bindMount) error {
+// merged view) and one under /tmp is not hidden by it. Copy-on-write
+// binds are overlays staged on cow's tmpfs (cow.go).
+func mountBinds(root string, binds []bindMount, cow *cowScratch) error {
 	for _, b := range binds {
 		target := filepath.Join(root, b.Target)
 		var err error
-		if b.FD {
+		if b.CopyOnWrite {
+			err = cow.mount(b, target)
+		} else if b.FD {
 			// Parents first: receiveLayer makes its own mount point 0700.
 			if err = os.MkdirAll(filepath.Dir(target), 0o755); err == nil {
 				err = receiveLayer(target)

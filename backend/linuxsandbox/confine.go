@@ -61,7 +61,7 @@ func restrictLandlock(cfg initConfig) error {
 	}
 	rw := append([]string{WorkspaceMount, "/tmp", "/dev/shm", "/dev/pts"}, cfg.Writable...)
 	for _, b := range cfg.Binds {
-		if b.ReadOnly {
+		if b.ReadOnly && !b.CopyOnWrite {
 			ro = append(ro, b.Target)
 		} else {
 			rw = append(rw, b.Target)

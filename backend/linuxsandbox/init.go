@@ -2,6 +2,7 @@ package linuxsandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -66,6 +67,9 @@ func sandboxInit() initResult {
 		return fail("config", err)
 	}
 	if err := buildRoot(cfg); err != nil {
+		if ce := (*cowError)(nil); errors.As(err, &ce) {
+			return fail(cowStage, err)
+		}
 		return fail("mounts", err)
 	}
 	if !cfg.HostNetwork {

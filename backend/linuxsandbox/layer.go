@@ -48,30 +48,43 @@ func layerUserns(base int) (int, error) {
 	if fd, ok := layerMaps.fds[base]; ok {
 		return fd, nil
 	}
-	id := []syscall.SysProcIDMap{{ContainerID: layerOwner, HostID: base + workloadID, Size: 1}}
+	fd, err := idmapUserns(layerOwner, layerOwner, base+workloadID)
+	if err != nil {
+		return -1, err
+	}
+	if layerMaps.fds == nil {
+		layerMaps.fds = map[int]int{}
+	}
+	layerMaps.fds[base] = fd
+	return fd, nil
+}
+
+// idmapUserns returns (the caller closes it) a new user namespace that
+// maps uid and gid to the host id to: in an idmapped mount made with it,
+// the files owned on disk by uid and gid belong to host id to, and every
+// other file to nobody.
+func idmapUserns(uid, gid, to int) (int, error) {
+	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: to, Size: 1}}
+	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: to, Size: 1}}
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{holderArg0}
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER, UidMappings: id, GidMappings: id, Pdeathsig: syscall.SIGKILL,
+		Cloneflags: syscall.CLONE_NEWUSER, UidMappings: uids, GidMappings: gids, Pdeathsig: syscall.SIGKILL,
 	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return -1, err
 	}
 	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("start the layer id-map holder: %w", err)
+		return -1, fmt.Errorf("start the id-map holder: %w", err)
 	}
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	stdin.Close()
 	cmd.Wait()
 	if err != nil {
-		return -1, fmt.Errorf("open the layer id map: %w", err)
+		return -1, fmt.Errorf("open the id map: %w", err)
 	}
-	if layerMaps.fds == nil {
-		layerMaps.fds = map[int]int{}
-	}
-	layerMaps.fds[base] = fd
 	return fd, nil
 }
 

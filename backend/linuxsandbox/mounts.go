@@ -36,11 +36,7 @@ func buildRoot(cfg initConfig) error {
 	if err := mountWorkspace(root, cfg, r); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
-	tmpSize := cfg.TmpBytes
-	if tmpSize <= 0 {
-		tmpSize = 64 << 20
-	}
-	if err := mountAt("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpSize, 10)); err != nil {
+	if err := mountAt("tmpfs", filepath.Join(root, "tmp"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777,size="+strconv.FormatInt(tmpBytes(cfg), 10)); err != nil {
 		return fmt.Errorf("/tmp: %w", err)
 	}
 	// Extra binds go after /tmp, so a read or write root under /tmp is
@@ -55,7 +51,11 @@ func buildRoot(cfg initConfig) error {
 			return fmt.Errorf("writable %s: %w", d, err)
 		}
 	}
-	if err := mountBinds(root, cfg.Binds); err != nil {
+	cow := newCowScratch(root, cfg)
+	if err := mountBinds(root, cfg.Binds, cow); err != nil {
+		return err
+	}
+	if err := cow.detach(); err != nil {
 		return err
 	}
 	if cfg.EgressSocket != "" {
@@ -77,6 +77,16 @@ func buildRoot(cfg initConfig) error {
 		return fmt.Errorf("/dev: %w", err)
 	}
 	return pivot(root)
+}
+
+// tmpBytes is the size of the sandbox's /tmp, and of the tmpfs holding
+// its copy-on-write layers (cow.go): the job's limits.tmp_mb, 64 MiB
+// when the Spec has none.
+func tmpBytes(cfg initConfig) int64 {
+	if cfg.TmpBytes > 0 {
+		return cfg.TmpBytes
+	}
+	return 64 << 20
 }
 
 func mountAt(src, target, fstype string, flags uintptr, data string) error {
