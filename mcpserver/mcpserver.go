@@ -59,20 +59,21 @@ type Config struct {
 // command, policy, limits and trace, flattened (workspace_path is
 // workspace.path), checked by the same validation as every other door.
 type RunArgs struct {
-	WorkspacePath    string            `json:"workspace_path" jsonschema:"host directory to snapshot (workspace.path); must lie under an approved --workspace-root"`
-	Argv             []string          `json:"argv" jsonschema:"program and arguments, never a shell string"`
-	Cwd              string            `json:"cwd,omitempty" jsonschema:"working directory relative to the snapshot root"`
-	Env              map[string]string `json:"env,omitempty" jsonschema:"environment additions; keys must be allowed by policy.allowed_env"`
-	Policy           map[string]any    `json:"policy,omitempty" jsonschema:"RunJobRequest policy object (allowed_commands, allowed_env, artifact_globs, ...)"`
-	Trace            map[string]any    `json:"trace,omitempty" jsonschema:"caller metadata echoed in the result"`
-	Limits           *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits (timeout_ms, memory_mb, cpu_count, max_processes, max_stdout_bytes, ...); zero or absent means the runner default"`
-	Backend          string            `json:"backend,omitempty" jsonschema:"backend kind; only the operator's backend (the default) is accepted"`
-	SnapshotStrategy string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay (workspace.snapshot_strategy)"`
-	Include          []string          `json:"include,omitempty" jsonschema:"workspace.include: globs of the files to snapshot"`
-	Exclude          []string          `json:"exclude,omitempty" jsonschema:"workspace.exclude: globs of the files left out of the snapshot"`
-	ReadOnlyMounts   []string          `json:"readonly_mounts,omitempty" jsonschema:"workspace.readonly_mounts: directories of the workspace (node_modules, .venv) bound read-only in place instead of copied"`
-	Caches           []job.Cache       `json:"caches,omitempty" jsonschema:"workspace.caches: named build caches kept across jobs, each mounted read-write at an absolute sandbox path"`
-	Wait             *bool             `json:"wait,omitempty" jsonschema:"wait for the result (default true); false returns the queued job id"`
+	WorkspacePath      string            `json:"workspace_path" jsonschema:"host directory to snapshot (workspace.path); must lie under an approved --workspace-root"`
+	Argv               []string          `json:"argv" jsonschema:"program and arguments, never a shell string"`
+	Cwd                string            `json:"cwd,omitempty" jsonschema:"working directory relative to the snapshot root"`
+	Env                map[string]string `json:"env,omitempty" jsonschema:"environment additions; keys must be allowed by policy.allowed_env"`
+	Policy             map[string]any    `json:"policy,omitempty" jsonschema:"RunJobRequest policy object (allowed_commands, allowed_env, artifact_globs, ...)"`
+	Trace              map[string]any    `json:"trace,omitempty" jsonschema:"caller metadata echoed in the result"`
+	Limits             *job.Limits       `json:"limits,omitempty" jsonschema:"RunJobRequest limits (timeout_ms, memory_mb, cpu_count, max_processes, max_stdout_bytes, ...); zero or absent means the runner default"`
+	Backend            string            `json:"backend,omitempty" jsonschema:"backend kind; only the operator's backend (the default) is accepted"`
+	SnapshotStrategy   string            `json:"snapshot_strategy,omitempty" jsonschema:"copy or overlay (workspace.snapshot_strategy)"`
+	Include            []string          `json:"include,omitempty" jsonschema:"workspace.include: globs of the files to snapshot"`
+	Exclude            []string          `json:"exclude,omitempty" jsonschema:"workspace.exclude: globs of the files left out of the snapshot"`
+	ReadOnlyMounts     []string          `json:"readonly_mounts,omitempty" jsonschema:"workspace.readonly_mounts: directories of the workspace (node_modules, .venv) bound read-only in place instead of copied"`
+	ReadOnlyMountsMode string            `json:"readonly_mounts_mode,omitempty" jsonschema:"workspace.readonly_mounts_mode: readonly (default) or copy_on_write (the job may write into them, in a layer of its own that never reaches the host)"`
+	Caches             []job.Cache       `json:"caches,omitempty" jsonschema:"workspace.caches: named build caches kept across jobs, each mounted read-write at an absolute sandbox path"`
+	Wait               *bool             `json:"wait,omitempty" jsonschema:"wait for the result (default true); false returns the queued job id"`
 }
 
 // JobArgs name one job.
@@ -208,7 +209,7 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 		Workspace: job.Workspace{
 			Path: ws, SnapshotStrategy: a.SnapshotStrategy,
 			Include: a.Include, Exclude: a.Exclude,
-			ReadOnlyMounts: a.ReadOnlyMounts, Caches: a.Caches,
+			ReadOnlyMounts: a.ReadOnlyMounts, ReadOnlyMountsMode: a.ReadOnlyMountsMode, Caches: a.Caches,
 		},
 		Command: job.Command{Argv: a.Argv, Cwd: a.Cwd, Env: a.Env},
 		Backend: job.BackendSpec{Kind: h.cfg.Backend},

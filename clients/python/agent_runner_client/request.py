@@ -19,6 +19,7 @@ def build_request(
     env: Mapping[str, str] | None = None,
     policy: Mapping[str, Any] | None = None,
     readonly_mounts: Sequence[str] | None = None,
+    readonly_mounts_mode: str | None = None,
     caches: Sequence[Mapping[str, str]] | None = None,
     limits: Mapping[str, int] | None = None,
     backend: str | None = None,
@@ -41,6 +42,8 @@ def build_request(
         if isinstance(readonly_mounts, str):
             raise ValueError("readonly_mounts must be a list of directories, not a string")
         ws["readonly_mounts"] = list(readonly_mounts)
+        if readonly_mounts_mode:
+            ws["readonly_mounts_mode"] = readonly_mounts_mode
     if caches:
         ws["caches"] = [dict(c) for c in caches]
     command: dict[str, Any] = {"argv": list(argv), "cwd": cwd}
