@@ -32,6 +32,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"waitjson":  cmdWaitJSON,
 	"gitrepo":   cmdGitRepo,
 	"mcpcall":   cmdMCPCall,
+	"freeport":  cmdFreePort,
 }
 
 // server is a serve process a script started.
@@ -334,7 +335,25 @@ func scriptEnv(ts *testscript.TestScript) []string {
 	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "REPO"} {
 		env = append(env, k+"="+ts.Getenv(k))
 	}
+	// The variables the docs export before starting serve, when a script
+	// sets them.
+	for _, k := range []string{"AGENT_RUNNER_NATS_TOKEN"} {
+		if v := ts.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
 	return env
+}
+
+// cmdFreePort sets VAR to a free loopback TCP port (for a listener a
+// script starts itself: a NATS port, a web server).
+//
+//	freeport VAR
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	ts.Setenv(args[0], strconv.Itoa(freePort(ts)))
 }
 
 func freePort(ts *testscript.TestScript) int {

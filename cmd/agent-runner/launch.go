@@ -14,7 +14,7 @@ func init() {
 	var asJSON, unsafeLocal bool
 	var network egressFlags
 	cmd := &cobra.Command{
-		Use:   "launch --manifest FILE --task FILE [--runs-dir runs]",
+		Use:   "launch --manifest FILE --task FILE [--runs-dir DIR]",
 		Short: "Run a scripted agent task under its manifest's compiled policy",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
