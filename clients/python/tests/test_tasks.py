@@ -74,3 +74,17 @@ def test_task_errors(server, origin):
     with pytest.raises(APIError) as e:
         list(c.task_logs("py-does-not-exist"))
     assert e.value.status == 404 and e.value.code == "job.not_found"
+
+
+def test_task_without_id(server, origin):
+    """The spec's minimal form (no metadata.id) runs: the id minted at
+    submit is the one the worker runs and the record keeps."""
+    c = Client(server)
+    doc = manifest("X", origin).replace("id: X, ", "")
+    assert "id:" not in doc.split("metadata:")[1].split("\n")[0]
+    accepted = c.submit_task(doc)
+    tid = accepted["task_id"]
+    assert accepted["accepted"] and tid.startswith("task-")
+    st = c.wait_task(tid, timeout=60)
+    assert st["state"] == "completed", st
+    assert tid + ".patch" in {a["name"] for a in c.task_artifacts(tid)}
