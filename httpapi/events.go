@@ -42,6 +42,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // Last-Event-ID resumes.
 func (s *Server) allEvents(w http.ResponseWriter, r *http.Request) {
 	lastID, err := lastEventID(r)
+	if err == nil && r.Header.Get("Last-Event-ID") == "" {
+		lastID = jobs.FromNow
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -99,7 +102,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, eager bool, foll
 	}()
 	err := follow(streamCtx, func(ev StreamEvent) error {
 		b, _ := json.Marshal(ev)
-		if ev.ID > 0 {
+		if ev.ID > 0 || ev.Type == jobs.EventReady {
+			// The ready event's id is where the feed starts, 0 on an empty
+			// stream: a client that reconnects with it misses nothing.
 			return sw.write("id: %d\nevent: %s\ndata: %s\n\n", ev.ID, ev.Type, b)
 		}
 		return sw.write("event: %s\ndata: %s\n\n", ev.Type, b)

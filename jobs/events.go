@@ -138,8 +138,8 @@ func sendRecorded(res job.Result, send func(Event) error) error {
 
 // FollowAll delivers every job's status events, every agent task's state
 // changes and every capability run's progress published after the stream
-// sequence after (from now on when 0) to send, until ctx ends or send
-// fails: the live feed of lists.
+// sequence after (from now on when FromNow; 0 is before the first event)
+// to send, until ctx ends or send fails: the live feed of lists.
 // The first event is EventReady with the sequence it starts after as ID.
 // Output chunks and egress decisions stay on each job's own stream
 // (Follow). Events older than the events stream keeps are gone, so a
@@ -153,7 +153,7 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 	if err != nil {
 		return err
 	}
-	if after == 0 || after > last {
+	if after == FromNow || after > last {
 		after = last
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -179,3 +179,8 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 		}
 	}
 }
+
+// FromNow is FollowAll's after for a client with no event id: the feed
+// starts at the stream's last event. A client that saw the ready event of
+// an empty stream (id 0) resumes with 0 and misses nothing since.
+const FromNow = ^uint64(0)

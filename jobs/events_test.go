@@ -70,7 +70,7 @@ func TestFollowAllSendsEveryStatusAndTaskState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	events := followAll(t, ctx, svc, 0)
+	events := followAll(t, ctx, svc, jobs.FromNow)
 	ready := nextEvent(t, events)
 	if ready.Type != jobs.EventReady || ready.ID == 0 {
 		t.Fatalf("first event = %+v, want ready with the sequence it starts after", ready)
@@ -129,7 +129,7 @@ func TestFollowAllSendsAgentRunProgress(t *testing.T) {
 	svc, _ := openPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := followAll(t, ctx, svc, 0)
+	events := followAll(t, ctx, svc, jobs.FromNow)
 	if ready := nextEvent(t, events); ready.Type != jobs.EventReady {
 		t.Fatalf("first event = %+v, want ready", ready)
 	}
@@ -158,5 +158,33 @@ func TestFollowAllSendsAgentRunProgress(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("FollowAll agent_run events (-want +got):\n%s", diff)
+	}
+}
+
+// TestFollowAllFromAnEmptyStream: a client that saw the ready event of an
+// empty stream (id 0) and reconnects with it got "from now" and missed
+// what happened in between; 0 now means before the first event.
+func TestFollowAllFromAnEmptyStream(t *testing.T) {
+	svc, ws := openPlane(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := followAll(t, ctx, svc, jobs.FromNow)
+	if ready := nextEvent(t, first); ready.Type != jobs.EventReady || ready.ID != 0 {
+		t.Fatalf("ready of an empty stream = %+v, want id 0", ready)
+	}
+	// The client is away while a job runs.
+	req := request("job_while_away", ws, "echo", "x")
+	if _, _, err := svc.Submit(ctx, &req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Wait(ctx, req.JobID); err != nil {
+		t.Fatal(err)
+	}
+	resumed := followAll(t, ctx, svc, 0)
+	if ready := nextEvent(t, resumed); ready.Type != jobs.EventReady {
+		t.Fatalf("first event = %+v, want ready", ready)
+	}
+	if ev := nextEvent(t, resumed); describe(ev) != "status job_while_away queued" {
+		t.Errorf("after resuming from 0 = %s, want the job's first status", describe(ev))
 	}
 }
