@@ -4,6 +4,12 @@
 // (each builds an instance from a Config), and the Set of configured
 // instances a process builds from them. Nothing but a backend ever calls
 // exec.
+//
+// A backend that keeps sandboxes also implements Sandboxes (sandbox.go):
+// Create a sandbox from a Spec, then Exec many processes in it, read and
+// write its workspace files (ReadWorkspaceFile, WriteWorkspaceFile: the
+// safecopy rules), Pause and Resume it, and Delete it. Run stays the
+// one-shot path.
 package backend
 
 import (

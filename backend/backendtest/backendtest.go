@@ -49,7 +49,7 @@ func (b *Buffer) String() string {
 
 // Spec returns a spec that runs argv in a fresh workspace with a short
 // timeout, and the buffers its output goes to.
-func Spec(t *testing.T, argv ...string) (backend.Spec, *Buffer, *Buffer) {
+func Spec(t testing.TB, argv ...string) (backend.Spec, *Buffer, *Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	// Sandboxing backends run as an unprivileged host uid: make the path

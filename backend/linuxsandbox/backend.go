@@ -15,6 +15,11 @@
 // CPU time and OOM kills. The init is pid 1 of the sandbox: when the
 // workload exits, times out or is canceled, or the runner dies, every
 // process in the sandbox dies with it.
+//
+// A kept sandbox (Create, backend.Sandboxes; sandbox.go) is built the same
+// way, but its init stays pid 1 and serves a control socket: each Exec is
+// one process it starts confined as the one-shot workload is; Pause and
+// Resume use the cgroup freezer; Delete kills the init.
 package linuxsandbox
 
 import (
@@ -93,72 +98,113 @@ func (b *Backend) Capabilities() backend.Capabilities {
 
 // Run implements backend.Backend.
 func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
-	out := backend.Outcome{}
+	p, err := b.prepare(spec)
+	if err != nil {
+		return backend.Outcome{}, err
+	}
+	defer p.release()
+	out, err := b.start(ctx, spec, p.cfg, p.slot, p.disk)
+	if err != nil || p.disk == nil {
+		return out, err
+	}
+	out.Layers, out.Release = p.layers, p.handDisk()
+	return out, nil
+}
+
+// prepared is what the host holds for one sandbox from before its init
+// starts until it is gone: its root directory, its id slot, its
+// workspace disk, and the init's config.
+type prepared struct {
+	cfg    initConfig
+	root   string
+	slot   *idSlot
+	disk   *workspaceDisk
+	layers []string
+	handed bool // the disk, to the caller
+}
+
+// release frees what p holds but a disk handed to the caller.
+func (p *prepared) release() {
+	if p.slot != nil {
+		p.slot.release()
+	}
+	if p.disk != nil && !p.handed {
+		p.disk.close()
+	}
+	os.RemoveAll(p.root)
+}
+
+// handDisk gives the workspace disk to the caller, as Outcome.Release.
+func (p *prepared) handDisk() func() {
+	p.handed = true
+	return sync.OnceFunc(p.disk.close)
+}
+
+// prepare does the host's part of a sandbox's setup for spec: the
+// network mode, the root directory, the disk, the id slot with the
+// workspace handed to it, the egress socket and the binds.
+func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 	env := spec.Env
 	var egressSocket, egressCA string
 	switch spec.Network {
 	case "", job.NetworkDisabled, job.NetworkHost:
 	case job.NetworkAllowlist:
 		if spec.Egress == nil || spec.Egress.Socket == "" {
-			return out, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs an egress gateway for the run")
+			return nil, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs an egress gateway for the run")
 		}
 		egressSocket, egressCA = spec.Egress.Socket, spec.Egress.CABundle
 		env = egressEnv(env, egressCA != "")
 	default:
-		return out, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
+		return nil, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
-		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
+		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
 	}
-	defer os.RemoveAll(root)
-	// A disk limit puts the workspace on a tmpfs of its own (disk.go).
-	disk, err := b.newDisk(spec.Limits)
-	if err != nil {
-		return out, err
-	}
-	var layers []string
-	handed := false // to the caller, as Outcome.Release
+	p := &prepared{root: root}
 	defer func() {
-		if disk != nil && !handed {
-			disk.close()
+		if err != nil {
+			p.release()
 		}
 	}()
+	// A disk limit puts the workspace on a tmpfs of its own (disk.go).
+	if p.disk, err = b.newDisk(spec.Limits); err != nil {
+		return nil, err
+	}
 	// A root runner maps the sandbox onto a host id range of its own;
 	// an unprivileged one can only map itself.
-	var slot *idSlot
 	uid, gid := 0, 0
 	if os.Getuid() == 0 {
-		if slot, err = acquireSlot(); err != nil {
-			return out, err
+		if p.slot, err = acquireSlot(); err != nil {
+			return nil, err
 		}
-		defer slot.release()
 		uid, gid = workloadID, workloadID
-		if disk != nil {
-			if _, layers, err = disk.fill(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
-				return out, err
+		if p.disk != nil {
+			if _, p.layers, err = p.disk.fill(spec.Workspace, p.slot.base+workloadID, layerOwner); err != nil {
+				return nil, err
 			}
-		} else if err := giveWorkspace(spec.Workspace, slot.base+workloadID, layerOwner); err != nil {
-			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
+		} else if err := giveWorkspace(spec.Workspace, p.slot.base+workloadID, layerOwner); err != nil {
+			return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
 		if err := rootReachable(root); err != nil {
-			return out, err
+			return nil, err
 		}
 	}
+	slot := p.slot
 	if slot != nil && egressSocket != "" {
 		// The init's forwarder (the sandbox's root, host uid slot.base)
 		// alone may connect; the runner sends the socket as a mount, so
 		// no sandbox uid needs to reach its directory.
 		if err := egress.GiveSocket(egressSocket, slot.base, slot.base); err != nil {
-			return out, err
+			return nil, err
 		}
 	}
 	mounts, err := initBinds(spec.Binds, slot)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
-	cfg := initConfig{
+	p.cfg = initConfig{
 		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.toolchain, Masked: b.masked, ReadOnly: append(append([]string{}, b.readOnly...), spec.ReadOnly...), Writable: spec.Writable,
@@ -166,47 +212,24 @@ func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, 
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
 	}
-	if err := checkHostMounts(cfg); err != nil {
-		return out, err
+	if err := checkHostMounts(p.cfg); err != nil {
+		return nil, err
 	}
-	out, err = b.start(ctx, spec, cfg, slot, disk)
-	if err != nil || disk == nil {
-		return out, err
-	}
-	handed = true
-	out.Layers, out.Release = layers, sync.OnceFunc(disk.close)
-	return out, nil
+	return p, nil
 }
 
 func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk) (backend.Outcome, error) {
-	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
-	walls := []struct {
-		name string
-		ok   bool
-	}{{job.LimitNetwork, !cfg.HostNetwork}, {job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}}
-	if spec.Limits.DiskBytes > 0 {
-		walls = append(walls, struct {
-			name string
-			ok   bool
-		}{job.LimitDisk, disk != nil})
-	}
-	for _, w := range walls {
-		if w.ok {
-			out.Enforced = append(out.Enforced, w.name)
-		} else {
-			out.NotEnforced = append(out.NotEnforced, w.name)
-		}
-	}
-	cfgR, cfgW, err := os.Pipe()
-	if err != nil {
-		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the config pipe")
-	}
 	resR, resW, err := os.Pipe()
 	if err != nil {
-		cfgR.Close()
-		cfgW.Close()
-		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the result pipe")
+		return enforced(spec, cfg, slot, disk), job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the result pipe")
 	}
+	stdin, closeStdin, err := backend.StdinFile(spec.Stdin)
+	if err != nil {
+		resR.Close()
+		resW.Close()
+		return enforced(spec, cfg, slot, disk), job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the stdin pipe")
+	}
+	defer closeStdin()
 	stdout, stderr := spec.Stdout, spec.Stderr
 	if stdout == nil {
 		stdout = io.Discard
@@ -214,130 +237,19 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	cmd := exec.Command("/proc/self/exe")
-	cmd.Args = []string{initArg0}
-	cmd.Env = []string{}
-	stdin, closeStdin, err := backend.StdinFile(spec.Stdin)
-	if err != nil {
-		cfgR.Close()
-		cfgW.Close()
-		resR.Close()
-		resW.Close()
-		return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the stdin pipe")
-	}
-	defer closeStdin()
-	cmd.Stdin = stdin
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.ExtraFiles = []*os.File{cfgR, resW}
-	var layerSock *os.File
-	if cfg.LayerFD || cfg.BindFDs || hasFDBinds(cfg.Binds) {
-		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			cfgR.Close()
-			cfgW.Close()
-			resR.Close()
-			resW.Close()
-			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the layer socket")
-		}
-		layerSock = os.NewFile(uintptr(pair[0]), "layer")
-		defer layerSock.Close()
-		initSock := os.NewFile(uintptr(pair[1]), "layer-init")
-		defer initSock.Close()
-		cmd.ExtraFiles = append(cmd.ExtraFiles, initSock)
-	}
-	cmd.WaitDelay = time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
-		Pdeathsig: syscall.SIGKILL,
-		// A new session: the sandbox never has the operator's terminal
-		// as its controlling terminal (/dev/tty answers ENXIO).
-		Setsid: true,
-	}
-	if !cfg.HostNetwork {
-		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
-	}
-	if slot != nil {
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
-		// The runner's own kuid 0 is not in the map; become the mapped
-		// root before exec so the init keeps its namespace capabilities.
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
-		// The workload drops its supplementary groups with setgroups.
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
-	} else {
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-	}
-	started := func() {}
-	if slot != nil {
-		started, err = startOwnedBy(cmd, slot.base)
-	} else {
-		err = cmd.Start()
-	}
-	if err != nil {
-		cfgR.Close()
-		cfgW.Close()
-		resR.Close()
-		resW.Close()
-		return out, job.Wrap(job.CodeBackendUnavail, err, "cannot create the sandbox namespaces")
-	}
-	cfgR.Close()
+	in, err := b.boot(spec, cfg, slot, disk, initStdio{stdin, stdout, stderr}, resW)
 	resW.Close()
-	cg, cgErr := b.cgroupHost().create(spec.JobID, cmd.Process.Pid, spec.Limits)
-	if cgErr != nil {
-		out.NotEnforced = append(out.NotEnforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
-		if err := b.refuseUnlimited(spec.Limits, cgErr); err != nil {
-			cmd.Process.Kill()
-			cfgW.Close()
-			cmd.Wait()
-			started()
-			resR.Close()
-			return out, err
-		}
-	} else {
-		out.Enforced = append(out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
+	out := in.out
+	if err != nil {
+		resR.Close()
+		return out, err
+	}
+	cmd, started, cg := in.cmd, in.started, in.cg
+	if cg != nil {
 		// Exiting processes may keep the groups busy for a moment; remove
 		// them in the background instead of delaying the result.
 		defer func() { go cg.remove() }()
 	}
-	if cfg.BindFDs {
-		// First on the socket: the init takes them before the layer.
-		if err := sendHostMounts(layerSock, disk.replace(cfg.hostMounts())); err != nil {
-			cmd.Process.Kill()
-			cfgW.Close()
-			cmd.Wait()
-			started()
-			resR.Close()
-			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its directories")
-		}
-	}
-	if cfg.LayerFD {
-		// Sent before the config: the init reads it while mounting.
-		if err := sendIdmappedLayer(layerSock, spec.Workspace.Lower, slot.base); err != nil {
-			cmd.Process.Kill()
-			cfgW.Close()
-			cmd.Wait()
-			started()
-			resR.Close()
-			return out, job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its overlay layer")
-		}
-	}
-	if layerSock != nil {
-		if err := sendBinds(layerSock, cfg.Binds, slot.base); err != nil {
-			cmd.Process.Kill()
-			cfgW.Close()
-			cmd.Wait()
-			started()
-			resR.Close()
-			return out, err // coded by sendBinds
-		}
-	}
-	// The init waits for its config, so it and everything it starts are
-	// in the cgroups before any workload code runs.
-	json.NewEncoder(cfgW).Encode(cfg)
-	cfgW.Close()
 
 	// SIGTERM goes to the init, which forwards it to every sandbox
 	// process; SIGKILL of the init takes the whole pid namespace down.
@@ -413,6 +325,171 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 		}
 	}
 	return out, nil
+}
+
+// initStdio is the init's standard input, output and error.
+type initStdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// booted is a started sandbox init, in its cgroups, with its config
+// sent: from here it builds the sandbox.
+type booted struct {
+	cmd *exec.Cmd
+	// started must be called once cmd was waited for (startOwnedBy).
+	started func()
+	// cg is nil where the limits could not be applied (and the backend
+	// was allowed to run without them); cgName names its groups.
+	cg     *cgroup
+	cgName string
+	// freezer pauses a kept sandbox; freezeErr says why there is none.
+	freezer   *freezer
+	freezeErr error
+	// out holds what is and is not enforced.
+	out backend.Outcome
+}
+
+// enforced lists the walls a sandbox of spec has or lacks, before its
+// cgroups are known.
+func enforced(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk) backend.Outcome {
+	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}}
+	walls := []struct {
+		name string
+		ok   bool
+	}{{job.LimitNetwork, !cfg.HostNetwork}, {job.LimitLandlock, landlockABI() > 0}, {job.LimitHostIDs, slot != nil}}
+	if spec.Limits.DiskBytes > 0 {
+		walls = append(walls, struct {
+			name string
+			ok   bool
+		}{job.LimitDisk, disk != nil})
+	}
+	for _, w := range walls {
+		if w.ok {
+			out.Enforced = append(out.Enforced, w.name)
+		} else {
+			out.NotEnforced = append(out.NotEnforced, w.name)
+		}
+	}
+	return out
+}
+
+// boot starts the sandbox init in its namespaces with stdio and fd 4
+// (the result pipe of a one-shot run, the control socket of a kept
+// sandbox), places it in its cgroups, and sends it its mounts, layer,
+// binds and config. On an error nothing of the init is left.
+func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk, stdio initStdio, fd4 *os.File) (booted, error) {
+	in := booted{out: enforced(spec, cfg, slot, disk)}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return in, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the config pipe")
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{initArg0}
+	cmd.Env = []string{}
+	cmd.Stdin = stdio.in
+	cmd.Stdout, cmd.Stderr = stdio.out, stdio.err
+	cmd.ExtraFiles = []*os.File{cfgR, fd4}
+	var layerSock *os.File
+	if cfg.LayerFD || cfg.BindFDs || hasFDBinds(cfg.Binds) {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			cfgR.Close()
+			cfgW.Close()
+			return in, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the layer socket")
+		}
+		layerSock = os.NewFile(uintptr(pair[0]), "layer")
+		defer layerSock.Close()
+		initSock := os.NewFile(uintptr(pair[1]), "layer-init")
+		defer initSock.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, initSock)
+	}
+	cmd.WaitDelay = time.Second
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+			syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+		Pdeathsig: syscall.SIGKILL,
+		// A new session: the sandbox never has the operator's terminal
+		// as its controlling terminal (/dev/tty answers ENXIO).
+		Setsid: true,
+	}
+	if !cfg.HostNetwork {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if slot != nil {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: slot.base, Size: idRange}}
+		// The runner's own kuid 0 is not in the map; become the mapped
+		// root before exec so the init keeps its namespace capabilities.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0}
+		// The workload drops its supplementary groups with setgroups.
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+	} else {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	}
+	started := func() {}
+	if slot != nil {
+		started, err = startOwnedBy(cmd, slot.base)
+	} else {
+		err = cmd.Start()
+	}
+	cfgR.Close()
+	if err != nil {
+		cfgW.Close()
+		return in, job.Wrap(job.CodeBackendUnavail, err, "cannot create the sandbox namespaces")
+	}
+	abort := func(err error) (booted, error) {
+		cmd.Process.Kill()
+		cfgW.Close()
+		cmd.Wait()
+		started()
+		if in.cg != nil {
+			go in.cg.remove()
+			in.cg = nil
+		}
+		return in, err
+	}
+	in.cgName = cgroupName(spec.JobID, cmd.Process.Pid)
+	cg, cgErr := b.cgroupHost().create(spec.JobID, cmd.Process.Pid, spec.Limits)
+	if cgErr != nil {
+		in.out.NotEnforced = append(in.out.NotEnforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
+		if err := b.refuseUnlimited(spec.Limits, cgErr); err != nil {
+			return abort(err)
+		}
+	} else {
+		in.out.Enforced = append(in.out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
+		in.cg = cg
+	}
+	if cfg.Control {
+		// A kept sandbox may be paused: its freezer group too, before
+		// anything runs (freezer.go). Where there is none, Pause says so.
+		in.freezer, in.freezeErr = newFreezer(b.cgroupHost(), in.cg, in.cgName, cmd.Process.Pid)
+	}
+	if cfg.BindFDs {
+		// First on the socket: the init takes them before the layer.
+		if err := sendHostMounts(layerSock, disk.replace(cfg.hostMounts())); err != nil {
+			return abort(job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its directories"))
+		}
+	}
+	if cfg.LayerFD {
+		// Sent before the config: the init reads it while mounting.
+		if err := sendIdmappedLayer(layerSock, spec.Workspace.Lower, slot.base); err != nil {
+			return abort(job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its overlay layer"))
+		}
+	}
+	if layerSock != nil {
+		if err := sendBinds(layerSock, cfg.Binds, slot.base); err != nil {
+			return abort(err) // coded by sendBinds
+		}
+	}
+	// The init waits for its config, so it and everything it starts are
+	// in the cgroups before any workload code runs.
+	json.NewEncoder(cfgW).Encode(cfg)
+	cfgW.Close()
+	in.cmd, in.started = cmd, started
+	return in, nil
 }
 
 // chownTree gives a snapshot to the sandbox's host uid.

@@ -58,7 +58,7 @@ func (h cgroupHost) create(jobID string, pid int, lim backend.Limits) (*cgroup, 
 	if err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("agent-runner-%s-%d", jobID, pid)
+	name := cgroupName(jobID, pid)
 	var files cgroupFiles
 	switch l.mode {
 	case cgroupV1, cgroupHybrid:
@@ -73,6 +73,9 @@ func (h cgroupHost) create(jobID string, pid int, lim backend.Limits) (*cgroup, 
 	}
 	return &cgroup{files: files}, nil
 }
+
+// cgroupName names a sandbox's groups in every hierarchy.
+func cgroupName(jobID string, pid int) string { return fmt.Sprintf("agent-runner-%s-%d", jobID, pid) }
 
 // usage returns peak memory and CPU time.
 func (c *cgroup) usage() (int64, time.Duration) {

@@ -41,6 +41,9 @@ type initConfig struct {
 	// gateway's socket and the run's CA bundle (see egress.go).
 	EgressSocket string `json:"egress_socket,omitempty"`
 	EgressCA     string `json:"egress_ca,omitempty"`
+	// Control keeps the init alive as a kept sandbox's pid 1: fd 4 is its
+	// control socket and Argv is empty (sandboxinit.go).
+	Control bool `json:"control,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

@@ -95,6 +95,9 @@ func sandboxInit() initResult {
 	if err := loadSeccomp(); err != nil {
 		return fail("seccomp", err)
 	}
+	if cfg.Control {
+		return serveSandbox(cfg)
+	}
 	return runWorkload(cfg)
 }
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestUnprivileged re-runs the conformance and isolation tests of this
+// TestUnprivileged re-runs the conformance, isolation and lifecycle tests of this
 // package as an unprivileged user (nobody), the mode without a uid range
 // or cgroup delegation. It runs where the test runs as root (CI).
 func TestUnprivileged(t *testing.T) {
@@ -35,7 +35,7 @@ func TestUnprivileged(t *testing.T) {
 	bin := filepath.Join(dir, "sandbox.test")
 	copyFile(t, os.Args[0], bin)
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
-		"-test.run", "^(TestConformance|TestAdversarial)$", "-test.v", "-test.count=1")
+		"-test.run", "^(TestConformance|TestAdversarial|TestLifecycle)$", "-test.v", "-test.count=1")
 	cmd.Env = []string{"HOME=" + tmp, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin", "AGENT_RUNNER_UNPRIVILEGED_CHILD=1"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

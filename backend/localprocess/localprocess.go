@@ -3,7 +3,9 @@
 // group, with the empty-by-default environment the pipeline built, inside
 // the job's snapshot directory. It enforces the timeout (TERM to the whole
 // group, a grace period, then KILL) and cancellation, and nothing else: it
-// is a policy and reproducibility boundary, not a sandbox.
+// is a policy and reproducibility boundary, not a sandbox. Its kept
+// "sandbox" (sandbox.go) is a workspace directory and its execs' process
+// groups, paused with SIGSTOP.
 package localprocess
 
 import (
@@ -76,23 +78,20 @@ var notEnforced = []string{job.LimitNetwork, job.LimitMemory, job.LimitCPU, job.
 
 // Run implements backend.Backend.
 func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
+	return b.run(ctx, spec, nil)
+}
+
+// run runs spec. With started nil the process group dies with the
+// process (Run); otherwise started is called with the group once the
+// process runs and the group is left to its owner (a Sandbox's Exec).
+func (b Backend) run(ctx context.Context, spec backend.Spec, started func(pgid int)) (backend.Outcome, error) {
 	out := backend.Outcome{Enforced: []string{job.LimitTimeout, job.LimitOutput}, NotEnforced: notEnforced}
 	if spec.Limits.DiskBytes > 0 {
 		// Recorded, like memory: the job writes to the runner's disk.
 		out.NotEnforced = append(slices.Clip(notEnforced), job.LimitDisk)
 	}
-	if b.requireLimits {
-		return out, job.Wrap(job.CodeBackendUnavail, errLimits, "local_process is unavailable").With("backend", Kind)
-	}
-	if spec.Workspace.Overlay() {
-		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot mount an overlay snapshot; use snapshot_strategy copy")
-	}
-	if len(spec.Binds) > 0 {
-		// A symlink would let the workload write through a "read-only"
-		// mount, and a cache shared by jobs of the runner's own user is no
-		// boundary at all: refuse rather than pretend.
-		return out, job.Errorf(job.CodeBackendSetupFailed, "local_process cannot bind directories (workspace.readonly_mounts, workspace.caches); use linux_sandbox").
-			With("binds", len(spec.Binds))
+	if err := b.check(spec); err != nil {
+		return out, err
 	}
 	if len(spec.Argv) == 0 {
 		return out, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
@@ -132,6 +131,9 @@ func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, e
 	}
 	drains.started()
 	pgid := cmd.Process.Pid
+	if started != nil {
+		started(pgid)
+	}
 
 	reason := make(chan string, 1)
 	done := make(chan struct{})
@@ -155,8 +157,10 @@ func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, e
 	waitErr := cmd.Wait()
 	close(done)
 	out.Reason = <-reason
-	// Anything left in the group (background children) dies with the job.
-	_ = unix.Kill(-pgid, unix.SIGKILL)
+	if started == nil {
+		// Anything left in the group (background children) dies with the job.
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+	}
 	drains.wait(drainWait)
 	st := cmd.ProcessState
 	if st == nil {
@@ -181,6 +185,24 @@ func (b Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, e
 		}
 	}
 	return out, nil
+}
+
+// check refuses a Spec this backend cannot honour.
+func (b Backend) check(spec backend.Spec) error {
+	if b.requireLimits {
+		return job.Wrap(job.CodeBackendUnavail, errLimits, "local_process is unavailable").With("backend", Kind)
+	}
+	if spec.Workspace.Overlay() {
+		return job.Errorf(job.CodeBackendSetupFailed, "local_process cannot mount an overlay snapshot; use snapshot_strategy copy")
+	}
+	if len(spec.Binds) > 0 {
+		// A symlink would let the workload write through a "read-only"
+		// mount, and a cache shared by jobs of the runner's own user is no
+		// boundary at all: refuse rather than pretend.
+		return job.Errorf(job.CodeBackendSetupFailed, "local_process cannot bind directories (workspace.readonly_mounts, workspace.caches); use linux_sandbox").
+			With("binds", len(spec.Binds))
+	}
+	return nil
 }
 
 // drains copies the child's stdout and stderr from pipes the runner owns,

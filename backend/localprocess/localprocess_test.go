@@ -50,3 +50,7 @@ func TestRequireLimits(t *testing.T) {
 		t.Errorf("Run with RequireLimits ran the command: %+v %q", o, out.String())
 	}
 }
+
+func TestLifecycle(t *testing.T) {
+	backendtest.Lifecycle(t, backendtest.New(localprocess.Kind, backend.Config{}))
+}
