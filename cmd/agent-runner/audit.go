@@ -8,7 +8,8 @@ import (
 	"github.com/agent-runner/agent-runner/agent/launch"
 )
 
-func init() {
+// newAuditCmd is `agent-runner audit` (verify).
+func newAuditCmd() *cobra.Command {
 	auditCmd := &cobra.Command{Use: "audit", Short: "Inspect agent run audit logs"}
 	var asJSON bool
 	verify := &cobra.Command{
@@ -37,5 +38,5 @@ func init() {
 	}
 	verify.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	auditCmd.AddCommand(verify)
-	rootCmd.AddCommand(auditCmd)
+	return auditCmd
 }

@@ -37,7 +37,10 @@ func envOr(key, def string) string {
 	return def
 }
 
-func init() {
+// newJobCmds are the job verbs of a server's client: submit, status,
+// wait, logs and cancel.
+func newJobCmds() []*cobra.Command {
+	var cmds []*cobra.Command
 	var sf serverFlags
 	var requestPath, backendKind string
 	var wait bool
@@ -76,9 +79,9 @@ func init() {
 	submit.Flags().StringVar(&requestPath, "request", "-", "RunJobRequest JSON file, or - for stdin")
 	submit.Flags().BoolVar(&wait, "wait", false, "wait for the result and print it")
 	submit.Flags().StringVar(&backendKind, "backend", "", "override backend.kind (linux_sandbox, local_process, ...)")
-	rootCmd.AddCommand(submit)
+	cmds = append(cmds, submit)
 
-	rootCmd.AddCommand(jobVerb("status JOB_ID", "Print a job's status, or its result once terminal", func(ctx context.Context, c *client.Client, id string) error {
+	cmds = append(cmds, jobVerb("status JOB_ID", "Print a job's status, or its result once terminal", func(ctx context.Context, c *client.Client, id string) error {
 		st, err := c.Get(ctx, id)
 		if err != nil {
 			return err
@@ -106,7 +109,7 @@ func init() {
 		return writeResult("", res)
 	})
 	waitCmd.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (0: never)")
-	rootCmd.AddCommand(waitCmd)
+	cmds = append(cmds, waitCmd)
 	var follow bool
 	logs := jobVerb("logs JOB_ID", "Print a job's stdout and stderr (live with --follow)", func(ctx context.Context, c *client.Client, id string) error {
 		if !follow {
@@ -131,8 +134,8 @@ func init() {
 		})
 	})
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "stream output live until the job finishes")
-	rootCmd.AddCommand(logs)
-	rootCmd.AddCommand(jobVerb("cancel JOB_ID", "Cancel a queued or running job and print its status", func(ctx context.Context, c *client.Client, id string) error {
+	cmds = append(cmds, logs)
+	cmds = append(cmds, jobVerb("cancel JOB_ID", "Cancel a queued or running job and print its status", func(ctx context.Context, c *client.Client, id string) error {
 		st, err := c.Cancel(ctx, id)
 		if err != nil {
 			return err
@@ -142,6 +145,7 @@ func init() {
 		}
 		return writeResult("", map[string]any{"job_id": st.JobID, "status": st.Status})
 	}))
+	return cmds
 }
 
 // jobVerb builds a client command taking one job id.
@@ -177,7 +181,8 @@ func withBackend(data []byte, kind string) ([]byte, error) {
 	return json.Marshal(req)
 }
 
-func init() {
+// newListCmd is `agent-runner list`: a server's jobs, a page at a time.
+func newListCmd() *cobra.Command {
 	var sf serverFlags
 	var status, cursor string
 	var limit int
@@ -216,5 +221,5 @@ func init() {
 	list.Flags().StringVar(&status, "status", "", "only jobs in these statuses (comma list: queued,running,completed,...)")
 	list.Flags().StringVar(&cursor, "cursor", "", "next_cursor of the previous page")
 	list.Flags().IntVar(&limit, "limit", 0, "jobs per page (1..1000; default the server's)")
-	rootCmd.AddCommand(list)
+	return list
 }

@@ -13,9 +13,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The operator's configuration file (--config FILE): a YAML map from a
-// command's long flag names to values, for settings that are tedious on a
-// command line (the sandbox view, the egress ceiling, workspace roots):
+// addConfigFlag gives root, and so every subcommand, --config FILE: the
+// operator's configuration file, a YAML map from a command's long flag
+// names to values, for settings that are tedious on a command line (the
+// sandbox view, the egress ceiling, workspace roots):
 //
 //	sandbox-ro: [/opt/tools, /usr/local/lib/node_modules]
 //	egress-allow: [api.anthropic.com, registry.npmjs.org]
@@ -24,9 +25,9 @@ import (
 // A flag given on the command line wins over the file; a list sets a
 // repeatable flag once per element. A key that is not a flag of the
 // command is an error, so a typo never passes silently.
-func init() {
-	rootCmd.PersistentFlags().String("config", "", "YAML file of flag values (long flag names as keys; command-line flags win)")
-	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+func addConfigFlag(root *cobra.Command) {
+	root.PersistentFlags().String("config", "", "YAML file of flag values (long flag names as keys; command-line flags win)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		path, _ := cmd.Flags().GetString("config")
 		if path == "" {
 			return nil

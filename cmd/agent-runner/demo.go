@@ -22,7 +22,8 @@ import (
 //go:embed all:demo/workspace
 var demoFiles embed.FS
 
-func init() {
+// newDemoCmd is `agent-runner demo`.
+func newDemoCmd() *cobra.Command {
 	var storeDir, backendKind string
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -63,7 +64,7 @@ func init() {
 	}
 	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "run store directory")
 	cmd.Flags().StringVar(&backendKind, "backend", "", "backend kind (default: linux_sandbox if available, else local_process)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func unpackDemo(dst string) error {

@@ -10,14 +10,11 @@ import (
 	"github.com/agent-runner/agent-runner/hostcheck"
 )
 
-// init registers `agent-runner doctor` (package hostcheck does the
-// probing). It exits 0 when every requirement of the default backend is
-// met (no check failed), 1 otherwise, and 2 on a usage error.
-func init() {
-	// The overlay probe re-execs this binary as its child; that child
-	// mounts, answers and exits here, before main.
-	hostcheck.MaybeOverlayChild()
-
+// newDoctorCmd is `agent-runner doctor` (package hostcheck does the
+// probing; main hooks its overlay child). It exits 0 when every
+// requirement of the default backend is met (no check failed), 1
+// otherwise, and 2 on a usage error.
+func newDoctorCmd() *cobra.Command {
 	var storeDir string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -56,5 +53,5 @@ func init() {
 	}
 	cmd.Flags().StringVar(&storeDir, "store-dir", "./agent-runner-runs", "run store directory to check (serve's default)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON (schema in docs/operations.md)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 )
 
-func init() {
+// newLaunchCmd is `agent-runner launch`.
+func newLaunchCmd() *cobra.Command {
 	var manifestPath, taskPath, runsDir, backendKind string
 	var asJSON, unsafeLocal bool
 	var network egressFlags
@@ -44,7 +45,7 @@ func init() {
 	addToolBackendFlags(cmd, &backendKind, &unsafeLocal, &network)
 	cmd.MarkFlagRequired("manifest")
 	cmd.MarkFlagRequired("task")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // addToolBackendFlags adds --backend and --unsafe-local-process: the

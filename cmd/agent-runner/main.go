@@ -2,8 +2,9 @@
 // validate, run and replay jobs, serve the HTTP API and MCP, run capability-
 // scoped agents and long-running agent tasks.
 //
-// Each subcommand lives in its own file and adds itself to the root command
-// from init(). Backends are linked in by the blank imports below.
+// Each subcommand lives in its own file as a newXxxCmd constructor;
+// newRootCmd below puts them together. Backends are linked in by the blank
+// imports below and register themselves (the only init-time registration).
 package main
 
 import (
@@ -14,17 +15,13 @@ import (
 	_ "github.com/agent-runner/agent-runner/backend/firecracker"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
+	"github.com/agent-runner/agent-runner/hostcheck"
 )
 
-// rootCmd is the agent-runner command; subcommands attach in their init().
-var rootCmd = &cobra.Command{
-	Use:           "agent-runner",
-	Short:         "Run agent-produced commands and agent tasks under enforced policy",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-}
-
 func main() {
+	// The doctor's overlay probe re-execs this binary as its child; that
+	// child mounts, answers and exits here.
+	hostcheck.MaybeOverlayChild()
 	// A process re-exec'd as the sandbox init never returns from here.
 	linuxsandbox.MaybeInit()
 	os.Exit(execute(os.Args[1:]))
@@ -32,7 +29,31 @@ func main() {
 
 // execute runs the CLI and returns the process exit code (see exitcode.go).
 func execute(args []string) int {
-	rootCmd.SetArgs(args)
-	err := rootCmd.Execute()
+	root := newRootCmd()
+	root.SetArgs(args)
+	err := root.Execute()
 	return exitCode(err)
+}
+
+// newRootCmd is the agent-runner command with every subcommand.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "agent-runner",
+		Short:         "Run agent-produced commands and agent tasks under enforced policy",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	root.SetVersionTemplate("agent-runner {{.Version}}\n")
+	addConfigFlag(root)
+	// Running jobs here.
+	root.AddCommand(newRunCmd(), newValidateCmd(), newReplayCmd(), newDemoCmd(), newDoctorCmd())
+	// A server, its workers, and their clients.
+	root.AddCommand(newServeCmd(), newWorkerCmd(), newMCPCmd())
+	root.AddCommand(newJobCmds()...)
+	root.AddCommand(newListCmd(), newTaskCmd())
+	// Agents under a manifest.
+	root.AddCommand(newLaunchCmd(), newRunAgentCmd("run-agent", ""), newRunAgentCmd("run-agent-mock", "mock"), newAuditCmd())
+	root.AddCommand(newVersionCmd())
+	return root
 }

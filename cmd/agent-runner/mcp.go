@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,16 +16,14 @@ import (
 	"github.com/agent-runner/agent-runner/telemetry"
 )
 
-// mcpManifest is set by a file that serves an agent manifest's gateway
-// tools over MCP (agent-runner mcp --manifest), their subprocess tools on
-// backend; nil when not built in.
-var mcpManifest func(cmd *cobra.Command, manifest, backend string) error
-
-func init() {
+// newMCPCmd is `agent-runner mcp`: the sandbox tools over stdio here, an
+// agent manifest's gateway tools (--manifest) in mcp_manifest.go.
+func newMCPCmd() *cobra.Command {
 	var roots []string
 	var allowShell, unsafeLocal bool
 	var view sandboxFlags // --sandbox-ro, --sandbox-path, --allow-unenforced-limits
 	var storeDir, manifest, backendKind string
+	var gateway mcpManifestFlags // --runs-dir and egress, for --manifest
 	cmd := &cobra.Command{
 		Use:   "mcp",
 		Short: "Serve agent-runner's sandbox tools to an MCP client over stdio",
@@ -54,10 +51,7 @@ func init() {
 						return usageError{fmt.Errorf("--%s applies to the sandbox tools, not to --manifest", f)}
 					}
 				}
-				if mcpManifest == nil {
-					return usageError{errors.New("manifest tools over MCP are not built into this binary")}
-				}
-				return mcpManifest(cmd, manifest, kind)
+				return gateway.serve(manifest, kind)
 			}
 			ctx, stop := signalContext()
 			defer stop()
@@ -92,5 +86,6 @@ func init() {
 	cmd.Flags().StringVar(&backendKind, "backend", isolatingDefault, "backend every job (or, with --manifest, every subprocess tool) runs on; never a fallback")
 	cmd.Flags().BoolVar(&unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
 	view.register(cmd.Flags())
-	rootCmd.AddCommand(cmd)
+	gateway.register(cmd.Flags())
+	return cmd
 }

@@ -6,7 +6,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newReplayCmd is `agent-runner replay`.
+func newReplayCmd() *cobra.Command {
 	var runDir, storeDir, out string
 	cmd := &cobra.Command{
 		Use:   "replay --run DIR",
@@ -39,5 +40,5 @@ func init() {
 	cmd.Flags().StringVar(&runDir, "run", "", "run directory (<store>/runs/<job_id>)")
 	cmd.Flags().StringVar(&storeDir, "store-dir", "", "store for the replay job (default: the run's own store)")
 	cmd.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -27,7 +27,8 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-func init() {
+// newRunCmd is `agent-runner run`.
+func newRunCmd() *cobra.Command {
 	var requestPath, storeDir, backendKind, out string
 	var network egressFlags
 	var view sandboxFlags
@@ -84,5 +85,5 @@ func init() {
 	cmd.Flags().StringVar(&out, "out", "", "write the result to this file instead of stdout")
 	network.register(cmd.Flags())
 	view.register(cmd.Flags())
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -22,10 +22,6 @@ type runAgentFlags struct {
 	network                            egressFlags
 }
 
-func init() {
-	rootCmd.AddCommand(newRunAgentCmd("run-agent", ""), newRunAgentCmd("run-agent-mock", "mock"))
-}
-
 func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 	var f runAgentFlags
 	short := "Run an agent loop: a model proposes tool calls, the gateway enforces the manifest"

@@ -14,8 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/backend"
@@ -24,17 +22,19 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
-// serveDeps is what extra HTTP doors (task API, MCP, dashboard) get from
-// serve. They register routes on Mux, each wrapped with Auth(scope, h);
-// with a token file the root handler also refuses any request without a
-// known token (except /health and /openapi.json), so a route registered
-// without Auth is still never anonymous.
+// serveDeps is what serve's doors beside POST /v1/jobs (agent runs, MCP,
+// agent tasks, dashboard) are built from. They register routes on Mux,
+// each wrapped with Auth(scope, h); with a token file the root handler
+// also refuses any request without a known token (except /health and
+// /openapi.json), so a route registered without Auth is still never
+// anonymous.
 type serveDeps struct {
 	Runner   *runner.Runner
 	StoreDir string
@@ -45,17 +45,9 @@ type serveDeps struct {
 	Auth func(scope string, h http.Handler) http.Handler
 	// Metrics is the registry served at /metrics.
 	Metrics prometheus.Registerer
-	// Flags are serve's parsed flags (mounts add theirs to serveCmd.Flags()
-	// in init() and may read them here).
-	Flags *pflag.FlagSet
-	// RunTasks makes serve's workers take agent tasks from the queue and
-	// run them with r (the task store).
-	RunTasks func(r worker.TaskRunner)
 	// Jobs is the jobs service every door submits, reads, follows and
 	// cancels queued jobs through (POST /v1/jobs calls it too).
 	Jobs *jobs.Service
-	// Tracer records OpenTelemetry spans.
-	Tracer trace.Tracer
 	// Backend is the default backend kind, probed available at start
 	// (--default-backend); doors run on it unless told otherwise.
 	Backend string
@@ -70,64 +62,17 @@ type serveDeps struct {
 	Roots *workspaceroot.Roots
 }
 
-// serveMounts are appended by other files' init(); serve calls each once,
-// after its own routes are registered and before it listens. ctx ends when
-// the server shuts down.
-var serveMounts []func(ctx context.Context, d serveDeps) error
-
-type serveOptions struct {
-	addr, storeDir, natsURL, natsListen, tokenFile, defaultBackend, logLevel, traceFile, pprofAddr string
-	capacity                                                                                       int64
-	workers, taskWorkers                                                                           int
-	maxBody                                                                                        int64
-	requestTimeout, shutdownGrace, ackWait                                                         time.Duration
-	durable, noWorkers, unsafeLocal                                                                bool
-	workspaceRoots                                                                                 []string
-	allowedHosts                                                                                   []string
-	sharedCaches                                                                                   []string
-	idleTimeout                                                                                    time.Duration
-	maxConnsPerIP                                                                                  int
-	network                                                                                        egressFlags
-	view                                                                                           sandboxFlags
-}
-
-var serveCmd = &cobra.Command{
-	Use:   "serve",
-	Short: "Serve the HTTP API with an embedded NATS JetStream job queue and workers",
-	Args:  cobra.NoArgs,
-}
-
-func init() {
+// newServeCmd is agent-runner serve; its flags are serveOptions.
+func newServeCmd() *cobra.Command {
 	var o serveOptions
-	f := serveCmd.Flags()
-	o.network.register(f)
-	o.view.register(f)
-	f.StringVar(&o.addr, "addr", "127.0.0.1:3000", "listen address; anything but loopback requires --token-file")
-	f.StringVar(&o.storeDir, "store-dir", "./agent-runner-runs", "run store (and embedded NATS data) directory")
-	f.Int64Var(&o.capacity, "queue-capacity", 1024, "most jobs queued or running at once; beyond it POST /v1/jobs answers 503")
-	f.IntVar(&o.workers, "workers", 2, "jobs run concurrently by this process")
-	f.IntVar(&o.taskWorkers, "task-workers", 4, "agent tasks run concurrently by this process (slots of their own: tasks never hold up jobs)")
-	f.BoolVar(&o.noWorkers, "no-workers", false, "accept jobs but run none here (workers run elsewhere: agent-runner worker --nats URL)")
-	f.StringVar(&o.natsURL, "nats", "", "external NATS server URL (default: embedded, in-process)")
-	f.StringVar(&o.natsListen, "nats-listen", "", "also expose the embedded NATS server on host:port (for remote workers); clients need AGENT_RUNNER_NATS_TOKEN, a --nats-workers token, or (loopback) the token generated in <store-dir>/nats/token")
-	f.StringVar(&o.tokenFile, "token-file", "", "bearer token file (lines: sha256:<hex> scopes [name])")
-	f.Int64Var(&o.maxBody, "max-body-bytes", 1<<20, "request body limit")
-	f.DurationVar(&o.requestTimeout, "request-timeout", 30*time.Second, "timeout of non-streaming requests")
-	f.DurationVar(&o.shutdownGrace, "shutdown-grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before the process exits (they run again after restart)")
-	f.DurationVar(&o.ackWait, "ack-wait", 10*time.Second, "redelivery timeout of a job whose worker stopped responding")
-	f.BoolVar(&o.durable, "durable", false, "fsync every result.json and every queued job (power-loss safe records and queue)")
-	f.StringVar(&o.defaultBackend, "default-backend", isolatingDefault, "backend for requests that name none (and for MCP and tasks); serve refuses to start when it is unavailable")
-	f.BoolVar(&o.unsafeLocal, unsafeLocalFlag, false, unsafeLocalHelp)
-	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&o.traceFile, "trace-file", "", "write OpenTelemetry spans as JSON lines to this file")
-	f.StringVar(&o.pprofAddr, "pprof-addr", "", "serve Go profiles (net/http/pprof) on this loopback host:port")
-	f.StringArrayVar(&o.workspaceRoots, "workspace-root", nil, "directory under which submitted workspaces, MCP workspaces and task repositories must lie (repeatable; default: the working directory; the store is always refused)")
-	f.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a host name (any port) or host:port clients reach serve by, besides loopback's and --addr's: requests naming another Host are refused, and a browser Origin must be serve's own or one of these (repeatable)")
-	f.StringArrayVar(&o.sharedCaches, "shared-cache", nil, "a workspace.caches name shared by every caller (repeatable); any other cache belongs to the caller's token, so two tokens naming it get two caches. A shared cache is writable by every caller: share only caches whose entries you trust any of them to write")
-	f.DurationVar(&o.idleTimeout, "idle-timeout", 60*time.Second, "close a keep-alive connection idle this long")
-	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", httpapi.DefaultMaxConnsPerIP, "most open connections from one client IP; further ones are closed on accept (0: no limit)")
-	serveCmd.RunE = func(cmd *cobra.Command, _ []string) error { return serve(o) }
-	rootCmd.AddCommand(serveCmd)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API with an embedded NATS JetStream job queue and workers",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return serve(o) },
+	}
+	o.register(cmd.Flags())
+	return cmd
 }
 
 func serve(o serveOptions) error {
@@ -229,22 +174,28 @@ func serve(o serveOptions) error {
 	}
 	if o.natsURL != "" || o.natsListen != "" {
 		// Workers with their own store send their records here.
-		if err := mirrorRecords(ctx, r, q, log); err != nil {
+		if err := remote.MirrorJobs(ctx, r, q, remote.Limits{MaxBytes: o.recordMaxBytes}, log); err != nil {
 			return err
 		}
 	}
-	var tasks worker.TaskRunner
-	for _, mount := range serveMounts {
-		d := serveDeps{
-			RunTasks: func(r worker.TaskRunner) { tasks = r },
-			Runner:   r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
-			Metrics: reg, Flags: serveCmd.Flags(), Jobs: api.Jobs(), Tracer: tracer, Roots: roots,
-			Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
-		}
-		if err := mount(ctx, d); err != nil {
-			return err
-		}
+	// The doors beside POST /v1/jobs, each mounted by a function of its
+	// own file (serve_agents.go, serve_mcp.go, serve_tasks.go,
+	// serve_ui.go) before serve listens; ctx ends when it shuts down.
+	// The task store that mountTasks returns runs the workers' tasks.
+	d := serveDeps{
+		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
+		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
+		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}
+	if err := mountAgents(ctx, d); err != nil {
+		return err
+	}
+	mountMCP(d, o.mcpAllowShell, tokens)
+	tasks, err := mountTasks(ctx, d, o.tasks, remote.Limits{MaxBytes: o.recordMaxBytes})
+	if err != nil {
+		return err
+	}
+	mountUI(ctx, d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {
 			return usageError{errors.New("--pprof-addr must be a loopback address")}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -11,44 +10,30 @@ import (
 	"github.com/agent-runner/agent-runner/mcpserver"
 )
 
-// serve mounts the MCP sandbox tools at /mcp (streamable HTTP) on serve's
-// jobs service (its queue, workers and records), behind the
-// same bearer-token auth as the rest of the API (scope submit); workspaces
-// must lie under serve's --workspace-root, and every job runs on serve's
-// --default-backend (a client may not name another). A sandbox.run's
-// build caches live in its bearer token's namespace, as POST /v1/jobs's.
-func init() {
-	var allowShell bool
-	serveCmd.Flags().BoolVar(&allowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
-	serveMounts = append(serveMounts, func(_ context.Context, d serveDeps) error {
-		ns, err := tokenCacheNamespace(d)
-		if err != nil {
-			return err
-		}
-		s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend, CacheNamespace: ns})
-		// serve's root handler already holds Host and Origin to loopback,
-		// --addr and --allowed-host (httpapi guard.go), for /mcp too; the
-		// SDK's own loopback-only Host check would refuse --allowed-host.
-		h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
-		d.Mux.Handle("/mcp", d.Auth(auth.ScopeSubmit, h))
-		return nil
-	})
+// mountMCP mounts the MCP sandbox tools at /mcp (streamable HTTP) on
+// serve's jobs service (its queue, workers and records), behind the same
+// bearer-token auth as the rest of the API (scope submit); workspaces must
+// lie under serve's --workspace-root, and every job runs on serve's
+// --default-backend (a client may not name another). allowShell is
+// --mcp-allow-shell. A sandbox.run's build caches live in its bearer
+// token's namespace (tokens: serve's --token-file, nil without one), as
+// POST /v1/jobs's.
+func mountMCP(d serveDeps, allowShell bool, tokens *auth.Tokens) {
+	s := mcpserver.New(mcpserver.Config{Jobs: d.Jobs, WorkspaceRoots: d.Roots.Dirs, Excluded: d.Roots.Excluded, AllowShell: allowShell, Backend: d.Backend, CacheNamespace: tokenCacheNamespace(tokens)})
+	// serve's root handler already holds Host and Origin to loopback,
+	// --addr and --allowed-host (httpapi guard.go), for /mcp too; the
+	// SDK's own loopback-only Host check would refuse --allowed-host.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{DisableLocalhostProtection: true})
+	d.Mux.Handle("/mcp", d.Auth(auth.ScopeSubmit, h))
 }
 
 // tokenCacheNamespace names a /mcp tool call's cache namespace from the
 // bearer token on the HTTP request that carried it (the SDK passes its
 // header along), as httpapi does for POST /v1/jobs: the token's name, or
 // the host's local namespace when serve has no tokens (loopback only).
-// serve loaded --token-file once already and never reloads it, so this
-// second load reads the same tokens.
-func tokenCacheNamespace(d serveDeps) (func(*mcp.CallToolRequest) (string, error), error) {
-	file, _ := d.Flags.GetString("token-file")
-	if file == "" {
-		return func(*mcp.CallToolRequest) (string, error) { return buildcache.LocalNamespace, nil }, nil
-	}
-	tokens, err := auth.Load(file)
-	if err != nil {
-		return nil, err
+func tokenCacheNamespace(tokens *auth.Tokens) func(*mcp.CallToolRequest) (string, error) {
+	if tokens == nil {
+		return func(*mcp.CallToolRequest) (string, error) { return buildcache.LocalNamespace, nil }
 	}
 	return func(call *mcp.CallToolRequest) (string, error) {
 		r := &http.Request{Header: http.Header{}}
@@ -60,5 +45,5 @@ func tokenCacheNamespace(d serveDeps) (func(*mcp.CallToolRequest) (string, error
 			return "", err
 		}
 		return buildcache.TokenNamespace(name), nil
-	}, nil
+	}
 }

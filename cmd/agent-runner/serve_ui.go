@@ -6,12 +6,9 @@ import (
 	"github.com/agent-runner/agent-runner/ui"
 )
 
-// serve mounts the web dashboard at /ui/ (GET / redirects there): pages
+// mountUI mounts the web dashboard at /ui/ (GET / redirects there): pages
 // embedded in the binary, served without a token; everything they show
 // comes from the API's routes, behind its tokens (docs/ui.md).
-func init() {
-	serveMounts = append(serveMounts, func(ctx context.Context, d serveDeps) error {
-		ui.Mount(ctx, ui.Config{Mux: d.Mux, Auth: d.Auth, Store: d.Runner.Store()})
-		return nil
-	})
+func mountUI(ctx context.Context, d serveDeps) {
+	ui.Mount(ctx, ui.Config{Mux: d.Mux, Auth: d.Auth, Store: d.Runner.Store()})
 }

@@ -37,7 +37,9 @@ func (c *taskClient) printJSON(ctx context.Context, method, path string) (map[st
 	return v, writeResult("", v)
 }
 
-func init() {
+// newTaskCmd is `agent-runner task` and its verbs, clients of a server's
+// task API.
+func newTaskCmd() *cobra.Command {
 	taskCmd := &cobra.Command{Use: "task", Short: "Submit and follow long-running agent tasks on a server (see docs/tasks.md)"}
 	var c taskClient
 	c.sf.add(taskCmd)
@@ -185,7 +187,7 @@ func init() {
 		},
 	})
 	taskCmd.AddCommand(newTaskShellCmd())
-	rootCmd.AddCommand(taskCmd)
+	return taskCmd
 }
 
 func terminalTask(s any) bool {

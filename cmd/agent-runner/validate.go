@@ -8,10 +8,9 @@ import (
 	"github.com/agent-runner/agent-runner/runner"
 )
 
-// validateManifest is set by validate_manifest.go (agent manifests).
-var validateManifest func(cmd *cobra.Command, path string, asJSON bool) error
-
-func init() {
+// newValidateCmd is `agent-runner validate`: a request here, an agent
+// manifest in validate_manifest.go.
+func newValidateCmd() *cobra.Command {
 	var requestPath, manifestPath, storeDir string // --store-dir is accepted and unused: validate opens no store
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -20,10 +19,8 @@ func init() {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
-			case manifestPath != "" && validateManifest != nil:
-				return validateManifest(cmd, manifestPath, asJSON)
 			case manifestPath != "":
-				return usageError{errString("manifest validation is not built into this binary")}
+				return printCompiledManifest(cmd, manifestPath, asJSON)
 			case requestPath == "":
 				return usageError{errString("one of --request or --manifest is required")}
 			}
@@ -49,7 +46,7 @@ func init() {
 	cmd.Flags().StringVar(&manifestPath, "manifest", "", "agent manifest (YAML or JSON) to compile and print")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the compiled manifest policy as JSON")
 	cmd.Flags().StringVar(&storeDir, "store-dir", defaultStoreDir, "ignored (validate opens no store); kept so scripts that pass it keep working")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 type errString string

@@ -10,8 +10,6 @@ import (
 	"github.com/agent-runner/agent-runner/agent/manifest"
 )
 
-func init() { validateManifest = printCompiledManifest }
-
 // printCompiledManifest loads and compiles an agent manifest (relative
 // roots against the working directory) and prints the policy.
 func printCompiledManifest(cmd *cobra.Command, path string, asJSON bool) error {

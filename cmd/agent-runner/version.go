@@ -38,13 +38,13 @@ func version() string {
 	return fmt.Sprintf("%s (%s)", v, bi.GoVersion)
 }
 
-func init() {
-	rootCmd.Version = version()
-	rootCmd.SetVersionTemplate("agent-runner {{.Version}}\n")
-	rootCmd.AddCommand(&cobra.Command{
+// newVersionCmd is `agent-runner version` (the root command has
+// --version too).
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the agent-runner version",
 		Args:  cobra.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "agent-runner", version()) },
-	})
+	}
 }

@@ -37,7 +37,8 @@ func admitWorkspace(roots *workspaceroot.Roots) func(queue.Message) error {
 	}
 }
 
-func init() {
+// newWorkerCmd is `agent-runner worker`.
+func newWorkerCmd() *cobra.Command {
 	var natsURL, tokenFile, storeDir, defaultBackend, logLevel string
 	var workers int
 	var grace time.Duration
@@ -148,5 +149,5 @@ func init() {
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringArrayVar(&workspaceRoots, "workspace-root", nil, "directory under which the workspaces of pulled jobs must lie (repeatable; default: the working directory; the store is always refused)")
 	cmd.MarkFlagRequired("nats")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
