@@ -54,6 +54,9 @@ type Capabilities struct {
 	// workspace.readonly_mounts and workspace.caches); the runner refuses
 	// those fields for a backend without it.
 	Binds bool
+	// Placeholder is true for a kind that is registered but runs nothing
+	// in this build (firecracker): doors never list it as enabled.
+	Placeholder bool
 }
 
 // Spec is everything a backend needs to run one job. Paths are host paths.

@@ -35,7 +35,9 @@ func New(backend.Config) (Backend, error) { return Backend{}, nil }
 func (Backend) Kind() string { return Kind }
 
 // Capabilities implements backend.Backend.
-func (Backend) Capabilities() backend.Capabilities { return backend.Capabilities{Isolating: true} }
+func (Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Isolating: true, Placeholder: true}
+}
 
 // Available reports why firecracker cannot run here.
 func (Backend) Available(context.Context) error {

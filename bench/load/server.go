@@ -114,10 +114,20 @@ func (b *bench) startServe(store string, extra ...string) (*server, error) {
 	return nil, errors.New("serve did not answer within 30s")
 }
 
-// startWorker starts `agent-runner worker` on the queue at natsURL.
+// startWorker starts `agent-runner worker` on the queue at natsURL, with
+// the token the API node generated for its loopback listener
+// (<store>/nats/token; the queue refuses clients without one).
 func (b *bench) startWorker(store, natsURL string, extra ...string) (*proc, error) {
-	args := append([]string{"worker", "--nats", natsURL, "--store-dir", store, "--log-level", "error", "--workspace-root", b.dir}, extra...)
-	return startProc(b.bin, args...)
+	args := []string{"worker", "--nats", natsURL, "--store-dir", store, "--log-level", "error", "--workspace-root", b.dir}
+	if token := filepath.Join(store, "nats", "token"); fileExists(token) {
+		args = append(args, "--nats-token-file", token)
+	}
+	return startProc(b.bin, append(args, extra...)...)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // client is an API client that keeps b.IdleConns idle connections to the

@@ -152,3 +152,15 @@ func TestTaskBackendFor(t *testing.T) {
 		})
 	}
 }
+
+// TestEnabledBackendsLeaveOutPlaceholders: firecracker, which runs nothing
+// in this build, was listed as enabled.
+func TestEnabledBackendsLeaveOutPlaceholders(t *testing.T) {
+	set, err := backend.NewSet(backend.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := enabledBackends(set, true).Kinds(); slices.Contains(got, "firecracker") {
+		t.Errorf("enabledBackends = %v, want no firecracker (a placeholder)", got)
+	}
+}

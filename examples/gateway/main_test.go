@@ -72,6 +72,7 @@ func TestTraceRoundTripsThroughGatewayAndRunner(t *testing.T) {
 	// The gateway's own front door is /sandbox/jobs, in front of the recorder.
 	req, _ := http.NewRequest(http.MethodPost, gw.URL+"/sandbox/jobs", bytes.NewBufferString(body))
 	req.Header.Set("X-Caller", "ci")
+	req.Header.Set("Content-Type", "application/json") // serve refuses other bodies (415)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
