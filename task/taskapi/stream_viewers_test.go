@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,42 +103,14 @@ func TestLateViewersOfABigLogDoNotGrowTheHeap(t *testing.T) {
 		t.Errorf("heap grew %d MiB with %d stalled viewers, want at most %d MiB (4 MiB per viewer)", grown>>20, viewers, limit>>20)
 	}
 
+	// The viewers now read to the end at once: read one after another, the
+	// last ones would stall past serve's 30 s write timeout on a slow
+	// (race-instrumented, loaded) machine and be dropped, as they should.
+	var wg sync.WaitGroup
 	for i, c := range conns {
-		var order []string // output (stdout lines collapsed) and state changes
-		lines := 0
-		var lastText string
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
-					t.Fatalf("viewer %d: %v", i, err)
-				}
-				break
-			}
-			var m taskapi.StreamMessage
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatal(err)
-			}
-			switch m.Type {
-			case "output":
-				if m.Stream == "stdout" {
-					lines += max(m.Lines, 1)
-					lastText = m.Text[strings.LastIndexByte(m.Text, '\n')+1:]
-				}
-				if len(order) == 0 || order[len(order)-1] != "output" {
-					order = append(order, "output")
-				}
-			case "state_change":
-				order = append(order, string(m.To))
-			}
-		}
-		if lines < added || lastText != last {
-			t.Errorf("viewer %d: %d stdout lines ending %.40q, want at least %d ending %q", i, lines, lastText, added, last)
-		}
-		if got := order[len(order)-2:]; !cmp.Equal(got, []string{"output", "completed"}) {
-			t.Errorf("viewer %d: stream ends %q, want the output, then completed", i, got)
-		}
+		wg.Go(func() { readViewer(t, ctx, i, c, added, last) })
 	}
+	wg.Wait()
 }
 
 // TestLogsCompletedComesAfterTheLastLine: the SSE logs of a finished task
@@ -182,5 +155,46 @@ func TestLogsCompletedComesAfterTheLastLine(t *testing.T) {
 	want := []string{"stderr:no newline at the end", "completed:"}
 	if diff := cmp.Diff(want, events[len(events)-2:]); diff != "" {
 		t.Errorf("last events (-want +got):\n%s", diff)
+	}
+}
+
+// readViewer reads one viewer's stream to its end and checks it holds
+// every line and ends with the output, then completed.
+func readViewer(t *testing.T, ctx context.Context, i int, c *websocket.Conn, added int, last string) {
+	var order []string // output (stdout lines collapsed) and state changes
+	lines := 0
+	var lastText string
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Errorf("viewer %d: %v", i, err)
+				return
+			}
+			break
+		}
+		var m taskapi.StreamMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Error(err)
+			return
+		}
+		switch m.Type {
+		case "output":
+			if m.Stream == "stdout" {
+				lines += max(m.Lines, 1)
+				lastText = m.Text[strings.LastIndexByte(m.Text, '\n')+1:]
+			}
+			if len(order) == 0 || order[len(order)-1] != "output" {
+				order = append(order, "output")
+			}
+		case "state_change":
+			order = append(order, string(m.To))
+		}
+	}
+	if lines < added || lastText != last {
+		t.Errorf("viewer %d: %d stdout lines ending %.40q, want at least %d ending %q", i, lines, lastText, added, last)
+	}
+	if got := order[len(order)-2:]; !cmp.Equal(got, []string{"output", "completed"}) {
+		t.Errorf("viewer %d: stream ends %q, want the output, then completed", i, got)
 	}
 }
