@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,6 +150,11 @@ func TestRefusalFloodIsBounded(t *testing.T) {
 				status, err := f.connect(target)
 				if err != nil || status != http.StatusForbidden {
 					t.Errorf("CONNECT %s = %d, %v; want 403", target, status, err)
+					if err != nil {
+						// Seen twice under a loaded full suite, never alone:
+						// say where the gateway's goroutines stand.
+						dumpGoroutines(t)
+					}
 					return
 				}
 			}
@@ -254,4 +260,15 @@ func TestRefusalSummariesArePeriodic(t *testing.T) {
 	if diff := cmp.Diff(before, f.end(t)); diff != "" {
 		t.Errorf("records written at the end with nothing pending (-before +after):\n%s", diff)
 	}
+}
+
+var dumpOnce sync.Once
+
+// dumpGoroutines logs every goroutine's stack once.
+func dumpGoroutines(t *testing.T) {
+	dumpOnce.Do(func() {
+		var b strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&b, 1)
+		t.Logf("goroutines at the stalled CONNECT:\n%s", b.String())
+	})
 }
