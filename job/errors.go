@@ -44,7 +44,10 @@ const (
 	CodeUnauthorized   Code = "auth.unauthorized"
 	CodeForbidden      Code = "auth.forbidden"
 	CodeBodyTooLarge   Code = "validation.body_too_large"
-	CodeInternal       Code = "internal.error"
+	// CodeUnsupportedMediaType: a state-changing HTTP request's body is
+	// not JSON or YAML (415).
+	CodeUnsupportedMediaType Code = "validation.unsupported_media_type"
+	CodeInternal             Code = "internal.error"
 	// CodeToolDenied: an agent asked for a tool its manifest does not grant.
 	CodeToolDenied Code = "policy.tool_denied"
 )

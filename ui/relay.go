@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -46,7 +46,7 @@ func newRelay(ctx context.Context, mux http.Handler) *relay {
 func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		httpapi.WriteError(w, job.Errorf(job.CodeInternal, "streaming unsupported"))
+		httpreply.Error(w, job.Errorf(job.CodeInternal, "streaming unsupported"))
 		return
 	}
 	// Output in chunks of lines, not a message a line: the page renders
@@ -68,7 +68,7 @@ func (rl *relay) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		httpapi.WriteError(w, job.Wrap(job.CodeInternal, err, "cannot open the task stream"))
+		httpreply.Error(w, job.Wrap(job.CodeInternal, err, "cannot open the task stream"))
 		return
 	}
 	defer c.CloseNow()

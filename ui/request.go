@@ -3,7 +3,7 @@ package ui
 import (
 	"net/http"
 
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/store"
 )
@@ -22,10 +22,10 @@ func jobRequest(st *store.Store) http.Handler {
 		id := r.PathValue("job_id")
 		req, err := st.ReadRequest(id)
 		if err != nil {
-			httpapi.WriteError(w, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id))
+			httpreply.Error(w, job.Errorf(job.CodeJobNotFound, "job not found").With("job_id", id))
 			return
 		}
-		httpapi.WriteJSON(w, http.StatusOK, redact(req))
+		httpreply.JSON(w, http.StatusOK, redact(req))
 	})
 }
 

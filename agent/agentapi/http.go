@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	"github.com/agent-runner/agent-runner/auth"
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -51,26 +51,26 @@ func (s *Service) serveLaunch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			httpapi.WriteError(w, job.Errorf(job.CodeBodyTooLarge, "body is larger than %d bytes", MaxBodyBytes))
+			httpreply.Error(w, job.Errorf(job.CodeBodyTooLarge, "body is larger than %d bytes", MaxBodyBytes))
 			return
 		}
-		httpapi.WriteError(w, job.Wrap(job.CodeInvalidRequest, err, "cannot read body"))
+		httpreply.Error(w, job.Wrap(job.CodeInvalidRequest, err, "cannot read body"))
 		return
 	}
 	var req LaunchRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		httpapi.WriteError(w, job.Wrap(job.CodeInvalidRequest, err, "body is not a JSON launch request"))
+		httpreply.Error(w, job.Wrap(job.CodeInvalidRequest, err, "body is not a JSON launch request"))
 		return
 	}
 	info, err := s.Launch(req)
 	if err != nil {
-		httpapi.WriteError(w, err)
+		httpreply.Error(w, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/agent-runs/"+info.RunID)
-	httpapi.WriteJSON(w, http.StatusAccepted, info)
+	httpreply.JSON(w, http.StatusAccepted, info)
 }
 
 func (s *Service) serveList(w http.ResponseWriter, r *http.Request) {
@@ -78,33 +78,33 @@ func (s *Service) serveList(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			httpapi.WriteError(w, job.Errorf(job.CodeInvalidRequest, "limit must be 1..1000, not %q", v).With("field", "limit"))
+			httpreply.Error(w, job.Errorf(job.CodeInvalidRequest, "limit must be 1..1000, not %q", v).With("field", "limit"))
 			return
 		}
 		limit = n
 	}
 	runs, err := s.List(limit)
 	if err != nil {
-		httpapi.WriteError(w, err)
+		httpreply.Error(w, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"runs": runs})
+	httpreply.JSON(w, http.StatusOK, map[string]any{"runs": runs})
 }
 
 func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
 	run, err := s.Get(r.PathValue("id"))
 	if err != nil {
-		httpapi.WriteError(w, err)
+		httpreply.Error(w, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, run)
+	httpreply.JSON(w, http.StatusOK, run)
 }
 
 func (s *Service) serveAudit(w http.ResponseWriter, r *http.Request) {
 	t, err := s.Audit(r.PathValue("id"))
 	if err != nil {
-		httpapi.WriteError(w, err)
+		httpreply.Error(w, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, t)
+	httpreply.JSON(w, http.StatusOK, t)
 }

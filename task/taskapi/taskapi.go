@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentrun"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
@@ -67,9 +67,9 @@ type api struct {
 
 // writeJSON and writeError answer like serve's job API (one mapping of
 // job codes to statuses).
-func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }
+func writeJSON(w http.ResponseWriter, status int, v any) { httpreply.JSON(w, status, v) }
 
-func writeError(w http.ResponseWriter, err error) { httpapi.WriteError(w, err) }
+func writeError(w http.ResponseWriter, err error) { httpreply.Error(w, err) }
 
 // submit accepts a YAML body, or JSON: the manifest itself, or
 // {"manifest_yaml": "..."} or {"manifest": {...}}.
