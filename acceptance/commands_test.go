@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,8 +42,28 @@ type server struct {
 	done chan error
 }
 
-// servers maps a script's work directory to its running serve.
-var servers = map[string]*server{}
+// servers maps a script's work directory to its running serve (scripts
+// run in parallel: every access holds serversMu).
+var (
+	serversMu sync.Mutex
+	servers   = map[string]*server{}
+)
+
+func serverOf(work string) *server {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	return servers[work]
+}
+
+func setServer(work string, s *server) {
+	serversMu.Lock()
+	defer serversMu.Unlock()
+	if s == nil {
+		delete(servers, work)
+		return
+	}
+	servers[work] = s
+}
 
 // cmdServe starts `agent-runner serve` in $WORK on a free loopback port
 // with --store-dir $WORK/store and an admin token (unless -notoken), the
@@ -68,7 +89,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 		args = args[1:]
 	}
 	work := ts.Getenv("WORK")
-	if servers[work] != nil {
+	if serverOf(work) != nil {
 		ts.Fatalf("serve is already running (stopserve first)")
 	}
 	if *port == 0 {
@@ -100,8 +121,8 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(cmd.Start())
 	s := &server{cmd: cmd, done: make(chan error, 1)}
 	go func() { s.done <- cmd.Wait(); logf.Close() }()
-	servers[work] = s
-	ts.Defer(func() { stop(s, syscall.SIGKILL); delete(servers, work) })
+	setServer(work, s)
+	ts.Defer(func() { stop(s, syscall.SIGKILL); setServer(work, nil) })
 	url := "http://" + addr
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -132,7 +153,7 @@ func cmdServe(ts *testscript.TestScript, neg bool, args []string) {
 // cmdStopServe stops the script's serve: SIGTERM (a graceful shutdown),
 // or SIGKILL with -kill (a crash).
 func cmdStopServe(ts *testscript.TestScript, neg bool, args []string) {
-	s := servers[ts.Getenv("WORK")]
+	s := serverOf(ts.Getenv("WORK"))
 	if s == nil {
 		ts.Fatalf("no serve is running")
 	}
@@ -141,7 +162,7 @@ func cmdStopServe(ts *testscript.TestScript, neg bool, args []string) {
 		sig = syscall.SIGKILL
 	}
 	stop(s, sig)
-	delete(servers, ts.Getenv("WORK"))
+	setServer(ts.Getenv("WORK"), nil)
 }
 
 func stop(s *server, sig syscall.Signal) {
