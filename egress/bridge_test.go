@@ -46,10 +46,13 @@ func TestBridgeAdmitsOnlyItsSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer syscall.Close(fd)
+	// One owner of the descriptor: the File (a second close, by its
+	// finalizer after a syscall.Close, closed another test's socket).
+	sock := os.NewFile(uintptr(fd), "sock")
+	defer sock.Close()
 	connect := func(uid int) error {
 		cmd := exec.Command("/usr/bin/python3", "-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", "/proc/self/fd/3")
-		cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(fd), "sock")}
+		cmd.ExtraFiles = []*os.File{sock}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 		return cmd.Run()
 	}

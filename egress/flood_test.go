@@ -268,7 +268,7 @@ var dumpOnce sync.Once
 func dumpGoroutines(t *testing.T) {
 	dumpOnce.Do(func() {
 		var b strings.Builder
-		pprof.Lookup("goroutine").WriteTo(&b, 1)
+		pprof.Lookup("goroutine").WriteTo(&b, 2)
 		t.Logf("goroutines at the stalled CONNECT:\n%s", b.String())
 	})
 }
