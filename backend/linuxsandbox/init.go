@@ -89,6 +89,7 @@ func sandboxInit() initResult {
 	if err := dropBoundingSet(); err != nil {
 		return fail("capabilities", err)
 	}
+	openOOMAdj() // before Landlock closes /proc to writes
 	if err := restrictLandlock(cfg); err != nil {
 		return fail("landlock", err)
 	}
@@ -125,7 +126,7 @@ func runWorkload(cfg initConfig) initResult {
 		attr.Sys.Setsid, attr.Sys.Setctty, attr.Sys.Ctty = true, true, 0
 	}
 	closeExtraFDs()
-	pid, err := syscall.ForkExec(path, cfg.Argv, attr)
+	pid, err := forkExecKillable(path, cfg.Argv, attr)
 	if err != nil {
 		return fail("exec", fmt.Errorf("%s: %w", cfg.Argv[0], err))
 	}

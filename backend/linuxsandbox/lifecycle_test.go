@@ -115,6 +115,13 @@ func TestSandboxOwnsWrittenFilesAndOOM(t *testing.T) {
 	if err != nil || out.String() != "mine\n" {
 		t.Errorf("the written file's owner is not the exec's uid: %+v %v %q", o, err, out.String())
 	}
+	// The workload, not the init, is what the OOM killer takes: under
+	// -race the init (this test binary) outweighed the shell and was
+	// killed, and the sandbox lost its PID 1.
+	var adj backendtest.Buffer
+	if _, err := s.Exec(ctx, backend.Exec{Argv: []string{"/bin/cat", "/proc/self/oom_score_adj"}, Stdout: &adj}); err != nil || adj.String() != "1000\n" {
+		t.Errorf("an exec's oom_score_adj = %q, %v; want 1000", adj.String(), err)
+	}
 	if !slices.Contains(o.Enforced, job.LimitMemory) {
 		t.Skipf("memory limit not enforced here: %v", o.NotEnforced)
 	}

@@ -132,7 +132,7 @@ func startExec(cfg initConfig, req ctlRequest, fds []int) (int, error) {
 		},
 	}
 	closeExtraFDs()
-	pid, err := syscall.ForkExec(path, req.Argv, attr)
+	pid, err := forkExecKillable(path, req.Argv, attr)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", req.Argv[0], err)
 	}
