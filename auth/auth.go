@@ -5,14 +5,12 @@
 package auth
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 
@@ -50,38 +48,22 @@ type entry struct {
 // with blank lines and # comments ignored. A line holding anything but a
 // hash (a plaintext token) is refused.
 func Load(path string) (*Tokens, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "cannot read the token file")
-	}
-	defer f.Close()
 	t := &Tokens{}
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		fields := strings.Fields(text)
-		hexHash, ok := strings.CutPrefix(fields[0], "sha256:")
-		raw, err := hex.DecodeString(hexHash)
-		if !ok || err != nil || len(raw) != 32 || len(fields) < 2 {
-			return nil, job.Errorf(job.CodeInvalidRequest, "token file line %d: want \"sha256:<hex> scopes [name]\"", line)
-		}
-		e := entry{scopes: strings.Split(fields[1], ",")}
-		copy(e.hash[:], raw)
+	err := ReadHashLines(path, "token file", "sha256:<hex> scopes [name]", func(line int, hash [32]byte, fields []string) error {
+		e := entry{hash: hash, scopes: strings.Split(fields[0], ",")}
 		for _, s := range e.scopes {
 			if !slices.Contains(Scopes, s) {
-				return nil, job.Errorf(job.CodeInvalidRequest, "token file line %d: unknown scope %q", line, s)
+				return job.Errorf(job.CodeInvalidRequest, "token file line %d: unknown scope %q", line, s)
 			}
 		}
-		if len(fields) > 2 {
-			e.name = fields[2]
+		if len(fields) > 1 {
+			e.name = fields[1]
 		}
 		t.entries = append(t.entries, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "cannot read the token file")
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -1,16 +1,14 @@
 package queue
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"os"
-	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -44,35 +42,21 @@ func WorkerID(token string) string {
 // it), with blank lines and # comments ignored. A plaintext token, a
 // hash listed twice or a line without a name is refused.
 func LoadWorkers(path string) ([]Worker, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "cannot read the NATS workers file")
-	}
-	defer f.Close()
 	var ws []Worker
 	seen := map[[32]byte]bool{}
-	sc := bufio.NewScanner(f)
-	for line := 1; sc.Scan(); line++ {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
+	err := auth.ReadHashLines(path, "NATS workers file", "sha256:<hex> <worker-name>", func(line int, hash [32]byte, fields []string) error {
+		if len(fields) != 1 {
+			return job.Errorf(job.CodeInvalidRequest, "NATS workers file line %d: want \"sha256:<hex> <worker-name>\"", line)
 		}
-		fields := strings.Fields(text)
-		hexHash, ok := strings.CutPrefix(fields[0], "sha256:")
-		raw, err := hex.DecodeString(hexHash)
-		if !ok || err != nil || len(raw) != 32 || len(fields) != 2 {
-			return nil, job.Errorf(job.CodeInvalidRequest, "NATS workers file line %d: want \"sha256:<hex> <worker-name>\"", line)
+		if seen[hash] {
+			return job.Errorf(job.CodeInvalidRequest, "NATS workers file line %d: a token listed twice", line)
 		}
-		w := Worker{Name: fields[1]}
-		copy(w.Hash[:], raw)
-		if seen[w.Hash] {
-			return nil, job.Errorf(job.CodeInvalidRequest, "NATS workers file line %d: a token listed twice", line)
-		}
-		seen[w.Hash] = true
-		ws = append(ws, w)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, job.Wrap(job.CodeInvalidRequest, err, "cannot read the NATS workers file")
+		seen[hash] = true
+		ws = append(ws, Worker{Name: fields[0], Hash: hash})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(ws) == 0 {
 		return nil, job.Errorf(job.CodeInvalidRequest, "NATS workers file lists no worker")
