@@ -67,6 +67,15 @@ type Spec struct {
 	// Env is the complete child environment ("KEY=value"); nothing is
 	// inherited from the runner.
 	Env []string
+	// Executables, when non-nil, are the only files the workload may
+	// execute, Argv[0] among them (absolute host paths the policy
+	// resolved: policy.exec_scope every_process), plus the ELF
+	// interpreters they name, which the backend adds; every other exec
+	// inside fails with EACCES. A backend enforces it when it lists
+	// job.LimitLandlock in Capabilities.Enforces; the runner refuses the
+	// Spec to any other (backend.unavailable), and a backend that cannot
+	// enforce it at run time refuses it too, never running without.
+	Executables []string
 	// Workspace is the job's writable root.
 	Workspace Workspace
 	// Cwd is relative to the workspace root ("." for the root).

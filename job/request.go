@@ -98,7 +98,22 @@ type Policy struct {
 	WritePolicy       string   `json:"write_policy,omitempty"`
 	ArtifactGlobs     []string `json:"artifact_globs,omitempty"`
 	ArtifactDenyGlobs []string `json:"artifact_deny_globs,omitempty"`
+	// ExecScope says which programs allowed_commands and allow_shell
+	// govern: ExecScopeArgv0 ("argv0", the default when empty) checks
+	// the command line only; ExecScopeEveryProcess ("every_process")
+	// has the backend let the job execute nothing but the programs the
+	// policy resolves from allowed_commands (and the ELF interpreters
+	// they need), so a program the job starts itself is held to the
+	// list too. A backend that cannot enforce it ends the job
+	// backend_unavailable. Extension.
+	ExecScope string `json:"exec_scope,omitempty"`
 }
+
+// Values of policy.exec_scope (Policy.ExecScope).
+const (
+	ExecScopeArgv0        = "argv0"
+	ExecScopeEveryProcess = "every_process"
+)
 
 // CommandRule is one allowlist entry: either a bare basename (JSON string)
 // or a detailed entry that pins the resolved executable path and digest.

@@ -41,10 +41,15 @@ var DefaultSearchPath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin
 type Decision struct {
 	// Argv is the argv to exec; Argv[0] is an absolute host path, or a path
 	// relative to the cwd for programs inside the workspace ("./run.sh").
-	Argv     []string
-	Env      []string
-	Version  string
-	Messages []string
+	Argv []string
+	Env  []string
+	// Executables, under policy.exec_scope every_process, are the only
+	// programs the job may execute, as absolute host paths: what every
+	// allowed command resolves to, a pinned digest checked on that file
+	// (see executables). Nil under exec_scope argv0.
+	Executables []string
+	Version     string
+	Messages    []string
 }
 
 // Decide applies req.Policy (and cfg) to req. It returns a *job.Error with a
@@ -61,6 +66,8 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 			With("argv0", argv[0]).With("shell", shell)
 	}
 	d.Argv = append([]string(nil), argv...)
+	every := p.ExecScope == job.ExecScopeEveryProcess
+	var ran []string
 	for _, st := range chain(argv) {
 		name := st.name
 		rule, ok := findRule(p.AllowedCommands, filepath.Base(name))
@@ -85,13 +92,17 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 		if err != nil {
 			return d, err
 		}
-		if exe != "" && !p.AllowShell {
-			if real, rerr := filepath.EvalSymlinks(exe); rerr == nil && (IsShell(filepath.Base(real)) || filepath.Base(real) == "busybox" && IsShell(filepath.Base(name))) {
-				return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
-					With("argv0", name).With("resolved", real)
-			}
+		if exe == "" && every {
+			return d, job.Errorf(job.CodeCommandDenied, "under exec_scope every_process the job may execute only host programs its allowed_commands resolve to, not one in the workspace").
+				With("argv0", name)
+		}
+		if exe != "" && !p.AllowShell && carriesShell(exe, name, every) {
+			real, _ := filepath.EvalSymlinks(exe)
+			return d, job.Errorf(job.CodeShellDenied, "shell execution is denied by policy").
+				With("argv0", name).With("resolved", real)
 		}
 		if exe != "" {
+			ran = append(ran, exe)
 			// Wrapped programs are exec'd by their resolved path too, so a
 			// wrapper's own PATH lookup cannot pick another binary.
 			d.Argv[st.index] = exe
@@ -102,6 +113,11 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 		return d, err
 	}
 	d.Env = env
+	if every {
+		var msgs []string
+		d.Executables, msgs = executables(p, cfg, ran)
+		d.Messages = append(d.Messages, msgs...)
+	}
 	return d, nil
 }
 

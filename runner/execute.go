@@ -217,6 +217,10 @@ func (e *execution) run(ctx context.Context) error {
 	if err := b.Available(ctx); err != nil {
 		return job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").With("backend", b.Kind()).With("reason", err.Error())
 	}
+	if dec.Executables != nil && !slices.Contains(caps.Enforces, job.LimitLandlock) {
+		return job.Errorf(job.CodeBackendUnavail, "policy.exec_scope every_process needs a backend that confines every exec (linux_sandbox with Landlock)").
+			With("backend", b.Kind()).With("reason", "the backend does not enforce landlock")
+	}
 	if e.r.cfg.RequireEnforcement {
 		if missing := missingEnforcement(caps.Enforces); len(missing) > 0 {
 			return job.Errorf(job.CodeBackendUnavail, "backend cannot enforce every limit and the runner requires enforcement").
@@ -262,6 +266,7 @@ func (e *execution) run(ctx context.Context) error {
 		Stdout: e.stdout,
 		Stderr: e.stderr,
 	}
+	spec.Executables = dec.Executables
 	if e.req.Policy.Network == job.NetworkAllowlist {
 		bridge, stop, err := e.openEgress(ctx, rules)
 		if err != nil {

@@ -187,6 +187,9 @@ func policy(p *job.Policy) error {
 	default:
 		return invalid("policy.write_policy", "must be \"workspace_only\"")
 	}
+	if err := execScope(p); err != nil {
+		return err
+	}
 	if err := artifactGlobs("policy.artifact_globs", p.ArtifactGlobs); err != nil {
 		return err
 	}

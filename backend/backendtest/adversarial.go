@@ -53,6 +53,7 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"ConcurrentSandboxesGetTheirOwnHostIDs", advConcurrentSandboxesGetTheirOwnHostIDs},
 		{"ProcShowsNothingOfTheHost", advProcShowsNothingOfTheHost},
 		{"WorkspaceFillIsCapped", advWorkspaceFillIsCapped},
+		{"ExecOnlyTheAllowList", advExecOnlyTheAllowList},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}

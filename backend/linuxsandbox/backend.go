@@ -157,6 +157,9 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 	default:
 		return nil, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
+	if err := execAllowAvailable(spec.Executables); err != nil {
+		return nil, err
+	}
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -211,6 +214,7 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
+		Executables: spec.Executables,
 	}
 	if err := checkHostMounts(p.cfg); err != nil {
 		return nil, err

@@ -44,6 +44,10 @@ type initConfig struct {
 	// Control keeps the init alive as a kept sandbox's pid 1: fd 4 is its
 	// control socket and Argv is empty (sandboxinit.go).
 	Control bool `json:"control,omitempty"`
+	// Executables, when non-nil, are the only files the workload may
+	// execute, with the ELF interpreters they name (execallow.go); no
+	// omitempty: an empty list still confines.
+	Executables []string `json:"executables"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

@@ -48,7 +48,9 @@ func landlockABI() int {
 
 // restrictLandlock is the second wall behind the mounts: reads and execs
 // only within the view, writes only to the workspace, /tmp, /dev/shm and
-// the writable binds. Best effort down to Landlock ABI v1.
+// the writable binds. Best effort down to Landlock ABI v1. With an exec
+// allow-list (cfg.Executables) the workload executes only its files and
+// their ELF interpreters (execallow.go), and nothing of the view.
 func restrictLandlock(cfg initConfig) error {
 	ro := append([]string{"/proc"}, cfg.ReadOnly...)
 	if cfg.EgressSocket != "" {
@@ -71,15 +73,40 @@ func restrictLandlock(cfg initConfig) error {
 	if cfg.TTY {
 		devices = append(devices, "/dev/console")
 	}
-	return landlock.V7.BestEffort().RestrictPaths(
+	// An exec allow-list takes EXECUTE from every directory and device
+	// and grants it on its files alone.
+	x := landlock.AccessFSSet(llsys.AccessFSExecute)
+	var allowed []landlock.Rule
+	if cfg.Executables != nil {
+		r, err := execAllowRule(cfg.Executables)
+		if err != nil {
+			return err
+		}
+		if err := noExecWritable(rw); err != nil {
+			return err
+		}
+		x, allowed = 0, []landlock.Rule{r}
+		ro = withoutProgramDirs(ro)
+	}
+	return landlock.V7.BestEffort().RestrictPaths(append([]landlock.Rule{
 		// "/" may be listed (its entries are the view itself), not read.
 		landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSReadDir), "/"),
-		landlock.RODirs(ro...),
-		landlock.RWDirs(rw...),
-		landlock.RWFiles(devices...),
-		landlock.ROFiles("/dev/random", "/dev/urandom"),
-	)
+		landlock.PathAccess(readDirs|x, ro...),
+		landlock.PathAccess(readDirs|writeDirs|x, rw...),
+		landlock.PathAccess(readFiles|writeFiles|x, devices...),
+		landlock.PathAccess(readFiles|x, "/dev/random", "/dev/urandom"),
+	}, allowed...)...)
 }
+
+// The rights of landlock.RODirs, RWDirs, ROFiles and RWFiles without
+// EXECUTE, which restrictLandlock adds where it may be used.
+const (
+	readFiles  = landlock.AccessFSSet(llsys.AccessFSReadFile)
+	readDirs   = readFiles | landlock.AccessFSSet(llsys.AccessFSReadDir)
+	writeFiles = landlock.AccessFSSet(llsys.AccessFSWriteFile | llsys.AccessFSTruncate)
+	writeDirs  = writeFiles | landlock.AccessFSSet(llsys.AccessFSRemoveDir|llsys.AccessFSRemoveFile|llsys.AccessFSMakeChar|
+		llsys.AccessFSMakeDir|llsys.AccessFSMakeReg|llsys.AccessFSMakeSock|llsys.AccessFSMakeFifo|llsys.AccessFSMakeBlock|llsys.AccessFSMakeSym)
+)
 
 // sandboxCounts are the per-user-namespace limits the init sets inside
 // the sandbox's own user namespace before it drops its capabilities. The
