@@ -68,12 +68,5 @@ func (t *tail) close() {
 
 // eachLine calls fn with each line of chunk, without its "\n".
 func eachLine(chunk []byte, fn func(line []byte) error) error {
-	for len(chunk) > 0 {
-		line, rest, _ := bytes.Cut(chunk, []byte{'\n'})
-		if err := fn(line); err != nil {
-			return err
-		}
-		chunk = rest
-	}
-	return nil
+	return eachLineWithEnd(chunk, func(line []byte, _ int) error { return fn(line) })
 }
