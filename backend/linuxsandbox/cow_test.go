@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -248,34 +247,8 @@ func TestCopyOnWriteRefusedFailsClosed(t *testing.T) {
 // (an unprivileged runner): each passes or is refused with
 // backend.unavailable (skipCowRefused), never run read-only.
 func TestCopyOnWriteUnprivileged(t *testing.T) {
-	if os.Getenv("AGENT_RUNNER_UNPRIVILEGED_CHILD") != "" {
-		t.Skip("already the unprivileged child")
-	}
-	if os.Getuid() != 0 {
-		t.Skip("not root: this run is the unprivileged mode already")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		t.Skip("setpriv (util-linux) not installed")
-	}
-	sandbox(t)
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		os.Chmod(d, 0o755)
-	}
-	tmp := filepath.Join(dir, "tmp")
-	os.Mkdir(tmp, 0o777)
-	os.Chmod(tmp, 0o1777)
-	bin := filepath.Join(dir, "sandbox.test")
-	copyFile(t, os.Args[0], bin)
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", bin,
-		"-test.run", "^(TestCopyOnWriteBind|TestCopyOnWriteBesideOtherBinds|TestReadOnlyBindStaysReadOnly|TestCopyOnWriteCapped|TestCopyOnWriteRefusedFailsClosed)$", "-test.v", "-test.count=1")
-	cmd.Env = []string{"HOME=" + tmp, "TMPDIR=" + tmp, "PATH=/usr/bin:/bin", "AGENT_RUNNER_UNPRIVILEGED_CHILD=1"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("unprivileged run failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestReadOnlyBindStaysReadOnly") || !strings.Contains(string(out), "--- PASS: TestCopyOnWriteRefusedFailsClosed") {
+	out := runUnprivileged(t, "^(TestCopyOnWriteBind|TestCopyOnWriteBesideOtherBinds|TestReadOnlyBindStaysReadOnly|TestCopyOnWriteCapped|TestCopyOnWriteRefusedFailsClosed)$")
+	if !strings.Contains(out, "--- PASS: TestReadOnlyBindStaysReadOnly") || !strings.Contains(out, "--- PASS: TestCopyOnWriteRefusedFailsClosed") {
 		t.Fatalf("unprivileged run did not pass:\n%s", out)
 	}
 	t.Logf("unprivileged run:\n%s", out)
