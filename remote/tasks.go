@@ -219,7 +219,7 @@ func (t *taskSide) output(id, name string, p []byte) {
 	if err != nil || m.Current().State.Terminal() {
 		return
 	}
-	f, err := root.OpenFile(filepath.Join("outbox", "progress", name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := root.OpenFile(filepath.Join("outbox", "progress", name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return
 	}

@@ -130,12 +130,12 @@ func readCommit(name string) ([]byte, error) {
 func (w fileWriter) temp(src io.Reader, f File, sync bool) (string, error) {
 	dir := path.Dir(f.Path)
 	if dir != "." {
-		if err := w.root.MkdirAll(dir, 0o755); err != nil {
+		if err := w.root.MkdirAll(dir, 0o700); err != nil {
 			return "", job.Wrap(job.CodeRunIOFailed, err, "cannot create a record directory").With("path", dir)
 		}
 	}
 	tmp := path.Join(dir, "."+path.Base(f.Path)+".remote-"+rand.Text()[:12])
-	out, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	out, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot write a record file").With("path", f.Path)
 	}

@@ -136,7 +136,7 @@ type scrubLog struct {
 }
 
 func newLog(path string, s *scrubber, limit int64, emit func([]byte)) (*scrubLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open a progress log")
 	}

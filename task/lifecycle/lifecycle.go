@@ -326,10 +326,10 @@ func finish(l stage.Layout, md Metadata) (Metadata, error) {
 	md.EndedAt = time.Now().UTC()
 	md.DurationMS = md.EndedAt.Sub(md.StartedAt).Milliseconds()
 	b, _ := json.MarshalIndent(md, "", "  ") // plain data: always encodes
-	if err := os.MkdirAll(l.Artifacts(), 0o755); err != nil {
+	if err := os.MkdirAll(l.Artifacts(), 0o700); err != nil {
 		return md, job.Wrap(job.CodeRunIOFailed, err, "cannot write metadata.json")
 	}
-	if err := os.WriteFile(filepath.Join(l.Artifacts(), "metadata.json"), append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(l.Artifacts(), "metadata.json"), append(b, '\n'), 0o600); err != nil {
 		return md, job.Wrap(job.CodeRunIOFailed, err, "cannot write metadata.json")
 	}
 	return md, nil
@@ -501,10 +501,10 @@ func copyArtifactAs(ctx context.Context, root *safecopy.Root, name, dstDir, pref
 		return stage.Artifact{}, err
 	}
 	dst := filepath.Join(dstDir, filepath.FromSlash(name))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return stage.Artifact{}, err
 	}
-	c, err := root.CopyFile(ctx, name, dst, 0o644, limit)
+	c, err := root.CopyFile(ctx, name, dst, 0o600, limit)
 	if err != nil {
 		return stage.Artifact{}, err
 	}

@@ -124,7 +124,7 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 	}
 	var arts []Artifact
 	for _, o := range outs {
-		if err := os.WriteFile(filepath.Join(l.Artifacts(), o.name), o.b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(l.Artifacts(), o.name), o.b, 0o600); err != nil {
 			return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot write "+o.name)
 		}
 		sum := sha256.Sum256(o.b)

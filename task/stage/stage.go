@@ -58,15 +58,15 @@ func Stage(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte,
 // network; "" clones directly (local repositories).
 func StageThrough(ctx context.Context, l Layout, t *manifest.Task, manifestYAML []byte, b Backoff, proxy string) error {
 	for _, d := range []string{l.Progress(), l.Artifacts()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o700); err != nil {
 			return job.Wrap(job.CodeRunIOFailed, err, "cannot create the task layout")
 		}
 	}
-	if err := os.WriteFile(l.Manifest(), manifestYAML, 0o644); err != nil {
+	if err := os.WriteFile(l.Manifest(), manifestYAML, 0o600); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
 	}
 	for _, f := range []string{"stdout.log", "stderr.log"} {
-		if err := os.WriteFile(filepath.Join(l.Progress(), f), nil, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(l.Progress(), f), nil, 0o600); err != nil {
 			return job.Wrap(job.CodeRunIOFailed, err, "cannot create progress logs")
 		}
 	}

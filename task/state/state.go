@@ -119,7 +119,7 @@ type Machine struct {
 // Create starts a task in pending and writes its first checkpoint.
 // parentID is empty for a top-level task.
 func Create(dir, taskID, parentID string) (*Machine, error) {
-	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(EventsFile)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(EventsFile)), 0o700); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task directory")
 	}
 	m := &Machine{dir: dir, now: func() time.Time { return time.Now().UTC() }}
@@ -243,7 +243,7 @@ func (m *Machine) commit(ev Event) error {
 	ev.Time = m.now()
 	m.rec.LastCheckpoint = ev.Time
 	line, _ := json.Marshal(ev)
-	f, err := os.OpenFile(filepath.Join(m.dir, EventsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(m.dir, EventsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot append to events.jsonl")
 	}
@@ -259,5 +259,5 @@ func (m *Machine) commit(ev Event) error {
 
 func (m *Machine) writeState() error {
 	b, _ := json.MarshalIndent(m.rec, "", "  ")
-	return store.WriteFileAtomic(filepath.Join(m.dir, StateFile), append(b, '\n'), 0o644)
+	return store.WriteFileAtomic(filepath.Join(m.dir, StateFile), append(b, '\n'), 0o600)
 }

@@ -180,7 +180,7 @@ func (s *Store) Children(parentID string) []state.Record {
 
 // indexChild appends a new child to its parent's list.
 func (s *Store) indexChild(parentID, id string) error {
-	f, err := os.OpenFile(filepath.Join(s.Dir(parentID), childrenFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(s.Dir(parentID), childrenFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot record the child")
 	}

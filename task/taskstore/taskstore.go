@@ -60,7 +60,7 @@ type Store struct {
 
 // New returns a store rooted at root (created if needed).
 func New(root string, cfg lifecycle.Config) (*Store, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	if err := os.MkdirAll(root, 0o711); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task store")
 	}
 	s := &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{},
@@ -116,7 +116,7 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	// The id is claimed by creating its directory: of concurrent submits
 	// of one id exactly one gets past here.
-	if err := os.Mkdir(s.Dir(t.Metadata.ID), 0o755); err != nil {
+	if err := os.Mkdir(s.Dir(t.Metadata.ID), 0o711); err != nil {
 		if os.IsExist(err) {
 			return job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
 		}
@@ -135,7 +135,7 @@ func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
 	}
 	// The manifest is on disk before anything runs, so a pending task can
 	// be restarted after a crash.
-	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o600); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
 	}
 	// Observed once complete: a reader that follows the state events
