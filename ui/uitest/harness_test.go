@@ -175,8 +175,13 @@ func run(t *testing.T, ctx context.Context, what string, d time.Duration, action
 }
 
 // waitJS waits until the JavaScript expression is true.
+//
+// An expression that throws (an element the page has not rendered yet,
+// read as null) counts as not yet, not as a failure: the wait goes on
+// until the expression holds or the step's time runs out.
 func waitJS(expr string) chromedp.Action {
-	return chromedp.Poll(expr, nil, chromedp.WithPollingInterval(50*time.Millisecond))
+	guarded := "(() => { try { return !!(" + expr + "); } catch (e) { return false; } })()"
+	return chromedp.Poll(guarded, nil, chromedp.WithPollingInterval(50*time.Millisecond))
 }
 
 // text returns the text content of the first element matching sel.
