@@ -2,11 +2,7 @@ package linuxsandbox_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,36 +39,6 @@ func nodeModules(t *testing.T) string {
 		}
 	}
 	return nm
-}
-
-// treeDigest identifies a host tree: every entry's path, mode, size,
-// modification time and content.
-func treeDigest(t *testing.T, root string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fmt.Fprintf(h, "%s %v %d %d\x00", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // cowScript writes a new directory tree, into a directory the lower layer
@@ -126,7 +92,7 @@ func skipCowRefused(t *testing.T, err error) {
 func TestCopyOnWriteBind(t *testing.T) {
 	b := sandboxWith(t, suiteConfig())
 	nm := nodeModules(t)
-	before := treeDigest(t, nm)
+	before := backendtest.TreeDigest(t, nm)
 	o, out, errs, err := runCow(t, b, nm, true, 0, cowScript)
 	skipCowRefused(t, err)
 	if err != nil || o.ExitCode == nil || *o.ExitCode != 0 {
@@ -136,7 +102,7 @@ func TestCopyOnWriteBind(t *testing.T) {
 	if out != want {
 		t.Errorf("stdout = %q, want %q (stderr %q)", out, want, errs)
 	}
-	if after := treeDigest(t, nm); after != before {
+	if after := backendtest.TreeDigest(t, nm); after != before {
 		t.Errorf("the host's node_modules changed: digest %s, was %s", after, before)
 	}
 	for _, p := range []string{".cache/x", ".cache/nyc", ".cache/babel/new.json", "top-level"} {
@@ -192,7 +158,7 @@ ls node_modules/.cache .venv/.cache | tr '
 func TestReadOnlyBindStaysReadOnly(t *testing.T) {
 	b := sandboxWith(t, suiteConfig())
 	nm := nodeModules(t)
-	before := treeDigest(t, nm)
+	before := backendtest.TreeDigest(t, nm)
 	o, out, errs, err := runCow(t, b, nm, false, 0, "exec 2>&1; mkdir -p node_modules/.cache/nyc; echo x > node_modules/top; echo done")
 	if err != nil || o.ExitCode == nil || *o.ExitCode != 0 {
 		t.Fatalf("read-only job: %+v %v %s", o, err, errs)
@@ -200,7 +166,7 @@ func TestReadOnlyBindStaysReadOnly(t *testing.T) {
 	if strings.Count(out, "Read-only file system") != 2 {
 		t.Errorf("writes into a read-only bind: %q, want EROFS twice", out)
 	}
-	if after := treeDigest(t, nm); after != before {
+	if after := backendtest.TreeDigest(t, nm); after != before {
 		t.Error("the host's node_modules changed")
 	}
 }

@@ -1,48 +1,15 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/backend/backendtest"
 	"github.com/agent-runner/agent-runner/job"
 )
-
-// hostTreeDigest identifies a host tree: every entry's path, mode, size,
-// modification time and content.
-func hostTreeDigest(t *testing.T, root string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fmt.Fprintf(h, "%s %v %d %d\x00", rel, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
-		if fi.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // TestCopyOnWriteMountNodeModules: with readonly_mounts_mode
 // copy_on_write a job writes node_modules/.cache (as nyc does) and reads
@@ -60,7 +27,7 @@ func TestCopyOnWriteMountNodeModules(t *testing.T) {
 		"main.txt":                         "workspace file\n",
 	})
 	nm := filepath.Join(ws, "node_modules")
-	before := hostTreeDigest(t, nm)
+	before := backendtest.TreeDigest(t, nm)
 	script := `exec 2>&1; mkdir -p node_modules/.cache/x && echo y > node_modules/.cache/x/y && cat node_modules/.cache/x/y && mkdir -p node_modules/.cache/nyc && echo x > node_modules/.cache/nyc/out.json && cat node_modules/.cache/nyc/out.json && echo b > node_modules/.cache/babel/b.json && echo ok`
 	if _, err := os.Stat("/usr/bin/node"); err == nil {
 		// A small nyc-like check: node writes its cache into node_modules.
@@ -86,7 +53,7 @@ func TestCopyOnWriteMountNodeModules(t *testing.T) {
 	if res.Status != job.StatusCompleted || res.ExitCode == nil || *res.ExitCode != 0 || res.Stdout.Text != want {
 		t.Fatalf("copy-on-write job = %s %+v stdout %q stderr %q, want completed with %q", res.Status, res.Error, res.Stdout.Text, res.Stderr.Text, want)
 	}
-	if after := hostTreeDigest(t, nm); after != before {
+	if after := backendtest.TreeDigest(t, nm); after != before {
 		t.Errorf("the caller's node_modules changed (digest %s, was %s)", after, before)
 	}
 	for _, p := range []string{".cache/x", ".cache/nyc", ".cache/babel/b.json"} {
@@ -128,7 +95,7 @@ func TestCopyOnWriteMountNodeModules(t *testing.T) {
 	if ov.Status != job.StatusCompleted || ov.Stdout.Text != want {
 		t.Errorf("copy-on-write over an overlay snapshot = %s %+v stdout %q stderr %q, want completed with %q", ov.Status, ov.Error, ov.Stdout.Text, ov.Stderr.Text, want)
 	}
-	if after := hostTreeDigest(t, nm); after != before {
+	if after := backendtest.TreeDigest(t, nm); after != before {
 		t.Error("the caller's node_modules changed")
 	}
 	extra = ""
@@ -149,7 +116,7 @@ func TestCopyOnWriteMountNodeModules(t *testing.T) {
 	if !strings.Contains(full.Stdout.Text, "No space left on device") || strings.Contains(full.Stdout.Text, "rc=0") {
 		t.Errorf("8 MiB into a 4 MiB copy-on-write layer: %s stdout %q, want ENOSPC", full.Status, full.Stdout.Text)
 	}
-	if after := hostTreeDigest(t, nm); after != before {
+	if after := backendtest.TreeDigest(t, nm); after != before {
 		t.Error("the caller's node_modules changed")
 	}
 

@@ -21,9 +21,15 @@ import (
 // sandboxRunner is a runner on linux_sandbox that can enforce disk
 // limits, or skips t saying why not.
 func sandboxRunner(t *testing.T) (*runner.Runner, string) {
+	return rootSandboxRunner(t, job.LimitDisk, map[string]string{"input.txt": "input\n"})
+}
+
+// rootSandboxRunner is a root runner on linux_sandbox that enforces
+// limit, over a workspace holding files, or skips t saying why not.
+func rootSandboxRunner(t *testing.T, limit string, files map[string]string) (*runner.Runner, string) {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Skip("a disk limit needs a root runner (it mounts the job's tmpfs); run as root")
+		t.Skip("the sandbox pipeline tests run as root (as CI does): a disk limit mounts a tmpfs, an exec allow-list remounts noexec")
 	}
 	b, err := linuxsandbox.New(backend.Config{})
 	if err != nil {
@@ -32,14 +38,17 @@ func sandboxRunner(t *testing.T) (*runner.Runner, string) {
 	if err := b.Available(context.Background()); err != nil {
 		t.Skipf("linux_sandbox unavailable on this host: %v", err)
 	}
-	if !slices.Contains(b.Capabilities().Enforces, job.LimitDisk) {
-		t.Skip("linux_sandbox does not enforce disk limits here")
+	if !slices.Contains(b.Capabilities().Enforces, limit) {
+		t.Skipf("linux_sandbox does not enforce %s here", limit)
 	}
 	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
 	ws := filepath.Join(dir, "ws")
 	os.MkdirAll(ws, 0o755)
-	if err := os.WriteFile(filepath.Join(ws, "input.txt"), []byte("input\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: linuxsandbox.Kind, Backends: backend.Set{linuxsandbox.Kind: b}})
 	if err != nil {

@@ -1,16 +1,10 @@
 package sandboxpipeline_test
 
 import (
-	"context"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/agent-runner/agent-runner/backend"
-	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 )
@@ -19,28 +13,11 @@ import (
 // skips t saying why not.
 func execScopeRunner(t *testing.T) (*runner.Runner, string) {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("the sandbox pipeline tests run as root (as CI does)")
-	}
-	b, err := linuxsandbox.New(backend.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Available(context.Background()); err != nil {
-		t.Skipf("linux_sandbox unavailable on this host: %v", err)
-	}
-	if !slices.Contains(b.Capabilities().Enforces, job.LimitLandlock) {
-		t.Skip("this kernel has no Landlock, which exec_scope every_process needs")
-	}
 	for _, p := range []string{"find", "awk", "python3", "sh", "id"} {
 		if _, err := exec.LookPath(p); err != nil {
 			t.Skipf("%s is not installed here", p)
 		}
 	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	ws := filepath.Join(dir, "ws")
-	os.MkdirAll(ws, 0o755)
 	// Under every_process the view's shell cannot even be read (the ELF
 	// interpreter would run it), so the copy is refused first.
 	script := "import shutil, subprocess\n" +
@@ -54,15 +31,7 @@ func execScopeRunner(t *testing.T) (*runner.Runner, string) {
 		"    subprocess.run(['/tmp/sh', '-c', 'id'])\n" +
 		"except OSError as e:\n" +
 		"    print('tmp shell errno', e.errno)\n"
-	if err := os.WriteFile(filepath.Join(ws, "copy.py"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: linuxsandbox.Kind, Backends: backend.Set{linuxsandbox.Kind: b}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r, ws
+	return rootSandboxRunner(t, job.LimitLandlock, map[string]string{"copy.py": script})
 }
 
 // TestExecScope runs the programs that reach a shell past an argv[0]
