@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,24 +24,7 @@ func TestTwoTokensNamingOneCache(t *testing.T) {
 	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "serve", "--addr", addr, "--log-level", "warn", "--workspace-root", os.TempDir(),
-		"--store-dir", store, "--workers", "1", "--token-file", file, "--shared-cache", "shared-x")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not come up")
-		}
-	}
+	startServe(t, addr, "--store-dir", store, "--workers", "1", "--token-file", file, "--shared-cache", "shared-x")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// Each job prints what the cache's owner file held, then writes its own.

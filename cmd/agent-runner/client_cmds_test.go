@@ -34,10 +34,14 @@ func startServeEnv(t *testing.T, addr string, env []string, args ...string) *exe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	c := client.New("http://"+addr, "")
+	// /health needs no token, so this also waits for a serve with a
+	// token file.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := c.Get(context.Background(), "job_probe"); job.CodeOf(err) == job.CodeJobNotFound {
-			return cmd
+		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("server did not come up")

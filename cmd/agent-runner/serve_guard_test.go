@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,24 +38,7 @@ func startGuardedServe(t *testing.T, addr string, tokens map[string]string, args
 		os.WriteFile(file, []byte(b.String()), 0o600)
 		args = append(args, "--token-file", file)
 	}
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", addr, "--log-level", "warn", "--workspace-root", os.TempDir(),
-		"--store-dir", t.TempDir(), "--workers", "1", "--default-backend", "local_process", "--unsafe-local-process"}, args...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not come up")
-		}
-	}
+	startServe(t, addr, append([]string{"--store-dir", t.TempDir(), "--workers", "1", "--default-backend", "local_process", "--unsafe-local-process"}, args...)...)
 }
 
 // TestServeClosesIdleAndUnauthorizedConnections opens 3500 connections
