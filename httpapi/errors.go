@@ -4,12 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agent-runner/agent-runner/httpreply"
-	"github.com/agent-runner/agent-runner/job"
 )
-
-// CodeUnsupportedMediaType is job.CodeUnsupportedMediaType (415; docs/api.md
-// "HTTP conventions").
-const CodeUnsupportedMediaType = job.CodeUnsupportedMediaType
 
 // writeError and writeJSON answer through httpreply, the one mapping of
 // job codes to statuses that every HTTP door shares.

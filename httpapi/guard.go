@@ -74,5 +74,5 @@ func checkContentType(r *http.Request) error {
 	if ct != "" {
 		msg += ", not " + ct
 	}
-	return job.Errorf(CodeUnsupportedMediaType, "%s", msg).With("content_type", ct)
+	return job.Errorf(job.CodeUnsupportedMediaType, "%s", msg).With("content_type", ct)
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/client"
-	"github.com/agent-runner/agent-runner/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -46,7 +45,7 @@ func TestGuard(t *testing.T) {
 	)
 	passed := answer{Status: 422, Code: job.CodeInvalidRequest}
 	forbidden := answer{Status: 403, Code: job.CodeForbidden, Close: true}
-	unsupported := answer{Status: 415, Code: httpapi.CodeUnsupportedMediaType}
+	unsupported := answer{Status: 415, Code: job.CodeUnsupportedMediaType}
 	tests := []struct {
 		name, method, path, ctype, body, origin, host string
 		want                                          answer
