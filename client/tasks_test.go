@@ -16,9 +16,9 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/client"
+	"github.com/agent-runner/agent-runner/door/taskapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
-	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 	"github.com/agent-runner/agent-runner/task/tasktest"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/store"
-	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/state"
 )
 
@@ -164,7 +164,7 @@ func (t *taskSide) status(msg *nats.Msg) {
 		t.output(ev.TaskID, "stderr.log", ev.Data)
 		return
 	case queue.EventTaskMetrics:
-		t.output(ev.TaskID, agentrun.HeartbeatFile, ev.Data)
+		t.output(ev.TaskID, agentstep.HeartbeatFile, ev.Data)
 		return
 	case queue.EventTaskState:
 	default:
@@ -224,7 +224,7 @@ func (t *taskSide) output(id, name string, p []byte) {
 		return
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size()+int64(len(p)) > agentrun.DefaultMaxLogBytes {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size()+int64(len(p)) > agentstep.DefaultMaxLogBytes {
 		return
 	}
 	_, _ = f.Write(p) // a lost live chunk: the record brings the whole log

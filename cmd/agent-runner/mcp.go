@@ -10,7 +10,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/buildcache"
-	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/door/mcpserver"
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/telemetry"

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agent-runner/agent-runner/agent/launch"
-	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/door/mcpserver"
 )
 
 // mcpManifestFlags are agent-runner mcp's flags for --manifest, which

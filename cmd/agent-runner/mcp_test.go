@@ -12,7 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent-runner/agent-runner/docs/schemas"
-	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/door/mcpserver"
 )
 
 // TestMCPExample checks that examples/mcp-sandbox-run.json is a tools/call

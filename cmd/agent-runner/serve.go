@@ -18,7 +18,7 @@ import (
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/buildcache"
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/door/httpapi"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/queue"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"path/filepath"
 
-	"github.com/agent-runner/agent-runner/agent/agentapi"
 	"github.com/agent-runner/agent-runner/agent/launch"
+	"github.com/agent-runner/agent-runner/door/agentapi"
 )
 
 // mountAgents mounts the capability-runs API at /v1/agent-runs: a scripted

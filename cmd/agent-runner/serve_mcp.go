@@ -7,7 +7,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/buildcache"
-	"github.com/agent-runner/agent-runner/mcpserver"
+	"github.com/agent-runner/agent-runner/door/mcpserver"
 )
 
 // mountMCP mounts the MCP sandbox tools at /mcp (streamable HTTP) on

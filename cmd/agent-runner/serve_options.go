@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/agent-runner/agent-runner/httpapi"
+	"github.com/agent-runner/agent-runner/door/httpapi"
 	"github.com/agent-runner/agent-runner/remote"
 )
 

@@ -5,10 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agent-runner/agent-runner/door/taskapi"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/task/state"
-	"github.com/agent-runner/agent-runner/task/taskapi"
 	"github.com/agent-runner/agent-runner/task/taskmetrics"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 )

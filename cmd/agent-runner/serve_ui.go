@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/agent-runner/agent-runner/ui"
+	"github.com/agent-runner/agent-runner/door/ui"
 )
 
 // mountUI mounts the web dashboard at /ui/ (GET / redirects there): pages

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
@@ -97,17 +97,17 @@ func taskShell(ctx context.Context, backends backend.Set, root, id string, argv 
 			argv = []string{"/bin/bash"}
 		}
 	}
-	exe, err := agentrun.Resolve(b, argv[0])
+	exe, err := agentstep.Resolve(b, argv[0])
 	if err != nil {
 		return usageError{err}
 	}
 	argv[0] = exe
-	home, err := agentrun.PrepareHome(l, b)
+	home, err := agentstep.PrepareHome(l, b)
 	if err != nil {
 		return err
 	}
-	env := agentrun.BaseEnv(t, home, b)
-	spec := agentrun.SandboxSpec(l, t, argv, env)
+	env := agentstep.BaseEnv(t, home, b)
+	spec := agentstep.SandboxSpec(l, t, argv, env)
 	spec.JobID = "shell-" + t.Metadata.ID
 	spec.Limits.Timeout = timeout
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)

@@ -23,13 +23,13 @@ var domains = []string{
 	"validation", "policy", "snapshot", "capture", "artifact", "store",
 	"buildcache", "workspaceroot", "egress", "secretfile",
 	// Agent tasks.
-	"task/manifest", "task/state", "task/stage", "task/agentrun", "task/lifecycle", "task/taskstore",
+	"task/manifest", "task/state", "task/stage", "task/agentstep", "task/lifecycle", "task/taskstore",
 	// Capability runs.
 	"agent/manifest", "agent/audit", "agent/gateway", "agent/launch", "agent/loop", "agent/rootfs",
 }
 
 // doors are the HTTP doors: each turns requests into calls of a domain.
-var doors = []string{"httpapi", "task/taskapi", "agent/agentapi", "mcpserver", "ui"}
+var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/mcpserver", "door/ui"}
 
 // knownIssue is the issue whose work removes every known exception below.
 const knownIssue = `"One sandbox primitive under every door"`
@@ -78,11 +78,11 @@ var rules = []rule{{
 	known: map[[2]string]string{
 		// MirrorJobs takes a *runner.Runner for its store and names
 		// runner.EgressFile; MirrorTasks decodes task/state records and
-		// writes agentrun.HeartbeatFile: the mirror should carry one
+		// writes agentstep.HeartbeatFile: the mirror should carry one
 		// envelope and know no payload.
-		{"remote", "runner"}:        knownIssue,
-		{"remote", "task/state"}:    knownIssue,
-		{"remote", "task/agentrun"}: knownIssue,
+		{"remote", "runner"}:         knownIssue,
+		{"remote", "task/state"}:     knownIssue,
+		{"remote", "task/agentstep"}: knownIssue,
 	},
 }, {
 	name:    "backends-stand-alone",
@@ -285,25 +285,25 @@ func todaysShape() map[string][]string {
 		"policy":               {"backend", "job"},
 		"runner":               {"backend", "policy", "store", "job"},
 		"queue":                {"job", "github.com/nats-io/nats.go"},
-		"remote":               {"job", "queue", "runner", "store", "task/agentrun", "task/state"},
+		"remote":               {"job", "queue", "runner", "store", "task/agentstep", "task/state"},
 		"jobs":                 {"job", "queue", "runner"},
 		"worker":               {"queue", "runner"},
 		"plane":                {"jobs", "queue", "runner", "worker"},
 		"task/state":           {"job", "store"},
-		"task/agentrun":        {"backend", "job"},
-		"task/taskstore":       {"task/agentrun", "task/state"},
-		"task/taskapi":         {"httpreply", "net/http", "task/taskstore"},
+		"task/agentstep":       {"backend", "job"},
+		"task/taskstore":       {"task/agentstep", "task/state"},
+		"door/taskapi":         {"httpreply", "net/http", "task/taskstore"},
 		"task/tasktest":        {"backend/linuxsandbox", "backend/localprocess"},
 		"agent/launch":         {"jobs", "plane"},
-		"agent/agentapi":       {"agent/launch", "httpreply"},
-		"httpapi":              {"httpreply", "job", "jobs", "net/http"},
-		"mcpserver":            {"agent/launch", "jobs"},
-		"ui":                   {"httpreply", "store"},
-		"ui/uitest":            {"ui"},
+		"door/agentapi":        {"agent/launch", "httpreply"},
+		"door/httpapi":         {"httpreply", "job", "jobs", "net/http"},
+		"door/mcpserver":       {"agent/launch", "jobs"},
+		"door/ui":              {"httpreply", "store"},
+		"ui/uitest":            {"door/ui"},
 		"hostcheck":            {"backend", "backend/linuxsandbox"},
 		"bench/sandbox":        {"backend/linuxsandbox", "runner"},
-		"cmd/agent-runner": {"agent/agentapi", "backend/linuxsandbox", "backend/localprocess", "httpapi",
-			"jobs", "mcpserver", "queue", "remote", "runner", "task/taskapi", "ui"},
+		"cmd/agent-runner": {"door/agentapi", "backend/linuxsandbox", "backend/localprocess", "door/httpapi",
+			"jobs", "door/mcpserver", "queue", "remote", "runner", "door/taskapi", "door/ui"},
 	}
 }
 
@@ -326,17 +326,17 @@ func TestDependencyRulesCatchViolations(t *testing.T) {
 			"runner": {"backend/localprocess"}, "hostcheck": {"backend/localprocess"},
 			"bench/pipeline": {"backend/localprocess"}, "internal/logtest": {"backend/localprocess"},
 		}, nil},
-		{"a domain imports a door", map[string][]string{"task/state": {"task/taskapi"}}, []string{
-			"http-doors: task/state imports task/taskapi",
-			"domains-beneath-doors: task/state imports task/taskapi",
-			"domains-beneath-doors: task/taskstore depends on task/taskapi via task/state",
+		{"a domain imports a door", map[string][]string{"task/state": {"door/taskapi"}}, []string{
+			"http-doors: task/state imports door/taskapi",
+			"domains-beneath-doors: task/state imports door/taskapi",
+			"domains-beneath-doors: task/taskstore depends on door/taskapi via task/state",
 		}},
-		{"a domain depends on a door through another package", map[string][]string{"plane": {"httpapi"}}, []string{
-			"http-doors: plane imports httpapi",
-			"domains-beneath-doors: agent/launch depends on httpapi via plane",
+		{"a domain depends on a door through another package", map[string][]string{"plane": {"door/httpapi"}}, []string{
+			"http-doors: plane imports door/httpapi",
+			"domains-beneath-doors: agent/launch depends on door/httpapi via plane",
 		}},
-		{"a door imports another", map[string][]string{"mcpserver": {"ui"}},
-			[]string{"http-doors: mcpserver imports ui"}},
+		{"a door imports another", map[string][]string{"door/mcpserver": {"door/ui"}},
+			[]string{"http-doors: door/mcpserver imports door/ui"}},
 		{"job imports the project", map[string][]string{"job": {"store"}},
 			[]string{"job-is-the-contract: job imports store"}},
 		{"job imports net/http", map[string][]string{"job": {"net/http"}},
@@ -384,7 +384,7 @@ func TestDependencyRulesCatchViolations(t *testing.T) {
 // fails the rules until it is deleted from the list.
 func TestKnownExceptionsOnlyShrink(t *testing.T) {
 	shape := todaysShape()
-	shape["remote"] = []string{"job", "queue", "store", "task/agentrun", "task/state"}
+	shape["remote"] = []string{"job", "queue", "store", "task/agentstep", "task/state"}
 	_, stale := unknownViolations(fakeGraph(shape), rules)
 	want := []string{"transport-knows-no-domain: remote no longer imports runner: delete it from the rule's known list"}
 	if diff := cmp.Diff(want, stale); diff != "" {

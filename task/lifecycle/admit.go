@@ -7,7 +7,7 @@ import (
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/secretfile"
-	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
 
@@ -19,7 +19,7 @@ import (
 // and key when the manifest gives them, and is not too short to scrub
 // (secretfile.MinValueBytes; a value that cannot be read yet is left to
 // provisioning, which reads it again); and on a backend with a view the
-// agent command is a program its sandbox can run (agentrun.Check).
+// agent command is a program its sandbox can run (agentstep.Check).
 func Admit(cfg Config, t *manifest.Task) error {
 	if err := admitRepository(cfg, t.Repository); err != nil {
 		return err
@@ -28,7 +28,7 @@ func Admit(cfg Config, t *manifest.Task) error {
 		return err
 	}
 	if cfg.Backend != nil {
-		if err := agentrun.Check(cfg.Backend, t); err != nil {
+		if err := agentstep.Check(cfg.Backend, t); err != nil {
 			return err
 		}
 	}

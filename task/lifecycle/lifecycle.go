@@ -27,7 +27,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/secretfile"
-	"github.com/agent-runner/agent-runner/task/agentrun"
+	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
@@ -101,15 +101,15 @@ const LimitDisk = "disk"
 
 // Metadata is outbox/artifacts/metadata.json.
 type Metadata struct {
-	TaskID     string            `json:"task_id"`
-	State      state.State       `json:"state"`
-	ExitCode   *int              `json:"exit_code,omitempty"`
-	Reason     string            `json:"reason"`
-	Backend    string            `json:"backend"`
-	StartedAt  time.Time         `json:"started_at"`
-	EndedAt    time.Time         `json:"ended_at"`
-	DurationMS int64             `json:"duration_ms"`
-	Progress   agentrun.Progress `json:"progress"`
+	TaskID     string             `json:"task_id"`
+	State      state.State        `json:"state"`
+	ExitCode   *int               `json:"exit_code,omitempty"`
+	Reason     string             `json:"reason"`
+	Backend    string             `json:"backend"`
+	StartedAt  time.Time          `json:"started_at"`
+	EndedAt    time.Time          `json:"ended_at"`
+	DurationMS int64              `json:"duration_ms"`
+	Progress   agentstep.Progress `json:"progress"`
 	// CPUSeconds and PeakMemoryBytes are the agent run's totals where the
 	// backend measures them (linux_sandbox with cgroups).
 	CPUSeconds      float64 `json:"cpu_seconds,omitempty"`
@@ -249,7 +249,7 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
-	out, err := agentrun.Run(ctx, l, t, secrets, agentrun.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
+	out, err := agentstep.Run(ctx, l, t, secrets, agentstep.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
 	stopNetwork()
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
@@ -315,7 +315,7 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	}
 }
 
-func describe(o agentrun.Outcome) string {
+func describe(o agentstep.Outcome) string {
 	if o.ExitCode != nil {
 		return o.Reason + " " + strconv.Itoa(*o.ExitCode)
 	}

@@ -38,7 +38,7 @@ func (l Layout) Artifacts() string { return filepath.Join(l.Dir, "outbox", "arti
 func (l Layout) Base() string { return filepath.Join(l.Dir, "base.git") }
 
 // Home is the task's own HOME where its processes run on the host
-// (local_process; see agentrun.PrepareHome); it goes with the workspace.
+// (local_process; see agentstep.PrepareHome); it goes with the workspace.
 func (l Layout) Home() string { return filepath.Join(l.Dir, "home") }
 
 // Workdir is where the agent runs: the inbox, or its subpath.

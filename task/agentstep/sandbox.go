@@ -1,0 +1,86 @@
+package agentstep
+
+import (
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/task/manifest"
+	"github.com/agent-runner/agent-runner/task/stage"
+)
+
+// BaseEnv is the environment every process of a task's sandbox on b
+// starts with: the runner's variables (PATH is SearchPath(b), HOME is
+// home, see PrepareHome) and the manifest's agent.env, sorted by name.
+// Secrets, the task token and the children socket are added by the
+// caller.
+func BaseEnv(t *manifest.Task, home string, b backend.Backend) []string {
+	env := []string{"PATH=" + SearchPath(b), "HOME=" + home, "LANG=C.UTF-8", "TASK_ID=" + t.Metadata.ID}
+	if t.Agent != nil {
+		for _, k := range slices.Sorted(maps.Keys(t.Agent.Env)) {
+			env = append(env, k+"="+t.Agent.Env[k])
+		}
+	}
+	return env
+}
+
+// SandboxHome is HOME on an isolating backend: the sandbox's own /tmp, a
+// tmpfs that each sandbox mounts fresh and that goes with it.
+const SandboxHome = "/tmp"
+
+// PrepareHome returns the HOME of a task's processes on b, so that no two
+// tasks share one (an agent's settings, hooks and session files in
+// ~/.claude would otherwise reach the next task). An isolating backend
+// gets SandboxHome, private to each sandbox. Anything else runs as the
+// runner's user on the host, whose /tmp all tasks share: there HOME is
+// l.Home() (<task>/home), created 0700 for the runner's user, kept for the
+// task's later runs (`task shell`) and removed with the workspace.
+func PrepareHome(l stage.Layout, b backend.Backend) (string, error) {
+	if b.Capabilities().Isolating {
+		return SandboxHome, nil
+	}
+	dir := l.Home()
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot create the task's home directory")
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return "", job.Errorf(job.CodeRunIOFailed, "the task's home %s is not a directory", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot make the task's home private")
+	}
+	return dir, nil
+}
+
+// SandboxSpec is the sandbox a task's processes run in: the inbox as the
+// writable workspace, the repository subpath as the working directory, no
+// network, and vm.cpus and vm.memory as enforced limits. The agent run and
+// `agent-runner task shell` both start from it, so a shell over a
+// preserved workspace gets the agent's sandbox. argv[0] must be absolute.
+func SandboxSpec(l stage.Layout, t *manifest.Task, argv, env []string) backend.Spec {
+	cwd := "."
+	if t.Repository.Subpath != "" {
+		cwd = filepath.ToSlash(filepath.Clean(t.Repository.Subpath))
+	}
+	return backend.Spec{
+		JobID:     t.Metadata.ID,
+		Argv:      argv,
+		Env:       env,
+		Workspace: backend.Workspace{Dir: l.Inbox()},
+		Cwd:       cwd,
+		Network:   job.NetworkDisabled,
+		Limits: backend.Limits{
+			Timeout:      t.Timeout(),
+			MemoryBytes:  t.MemoryBytes(),
+			CPUCount:     float64(t.VM.CPUs),
+			MaxProcesses: 4096,
+			TmpBytes:     1 << 30,
+		},
+	}
+}
