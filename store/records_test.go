@@ -27,9 +27,9 @@ func writeMarker(dir string) error {
 // and capability-run ids all follow the one rule.
 func TestValidIDKeepsEveryCallersID(t *testing.T) {
 	for _, id := range []string{
-		"job_0192a6e4-7b2c-7d9e-8f00-123456789abc", // minted job id
+		"job_0192a6e4-7b2c-7d9e-8f00-123456789abc",  // minted job id
 		"task-3b241101-e2bb-4255-8caf-4136c566a962", // minted task id
-		"same-id", "build.v2", "A_b",                // caller-chosen
+		"same-id", "build.v2", "A_b", // caller-chosen
 		"6f1d0c53-7a38-4a4e-9d51-0c3c1f4f9a10", // capability run
 	} {
 		if !ValidID(id) {
