@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -236,8 +237,11 @@ func (s *Service) run(sess *launch.Session, task *launch.Task, message string) (
 // already exists is job.conflict.
 func (s *Service) claim(a *active, id string, req LaunchRequest) error {
 	unlock, err := s.records.Lock(s.ctx, id, false)
-	if err != nil {
+	if errors.Is(err, store.ErrRunLocked) {
 		return job.Errorf(job.CodeJobConflict, "agent run %s is in progress elsewhere", id).With("run_id", id)
+	}
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	a.unlock = unlock
