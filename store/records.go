@@ -73,13 +73,14 @@ func (r *Records) Dir() string { return r.dir }
 // first, or hold an id the store gave them).
 func (r *Records) Path(id string) string { return filepath.Join(r.dir, id) }
 
-// Exists reports whether record id exists.
+// Exists reports whether record id exists (a directory; a symlink in its
+// place is not a record).
 func (r *Records) Exists(id string) bool {
 	if !ValidID(id) {
 		return false
 	}
-	_, err := os.Stat(r.Path(id))
-	return err == nil
+	fi, err := os.Lstat(r.Path(id))
+	return err == nil && fi.IsDir()
 }
 
 // List returns the ids of the records, sorted; the store's own entries
@@ -118,6 +119,14 @@ func (r *Records) Remove(id string) error {
 	}
 	if err := os.Remove(r.lockPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot remove the lock of a "+r.kind.Name)
+	}
+	if fi, err := os.Lstat(r.Path(id)); err == nil && !fi.IsDir() {
+		// Not a record (a link or file in its place): unlinked, never
+		// followed.
+		if err := os.Remove(r.Path(id)); err != nil {
+			return job.Wrap(job.CodeRunIOFailed, err, "cannot remove a "+r.kind.Name).With(r.kind.IDField, id)
+		}
+		return nil
 	}
 	trash, err := os.MkdirTemp(r.dir, trashPrefix)
 	if err != nil {

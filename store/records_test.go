@@ -360,3 +360,45 @@ func TestCrashBetweenWriteAndRename(t *testing.T) {
 		t.Errorf("after retention (-want +got), the dead claim's staging must be gone:\n%s", diff)
 	}
 }
+
+// TestRemoveNeverFollowsASymlink: a record replaced by a symlink to a
+// directory outside the store (planted by whoever could write there) is
+// never listed, so retention never reaches it, a claim of its id writes
+// nothing through it, and removing its id removes the link, never what
+// it points at.
+func TestRemoveNeverFollowsASymlink(t *testing.T) {
+	r, err := OpenRecords(filepath.Join(t.TempDir(), "tasks"), Tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "precious.txt")
+	os.WriteFile(victim, []byte("keep"), 0o600)
+	if err := os.Symlink(outside, r.Path("planted")); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := r.List(); len(ids) != 0 {
+		t.Errorf("List = %v, want the symlink left out", ids)
+	}
+	removed, err := r.Retain(time.Now().Add(365*24*time.Hour), Expiry{
+		Ended: func(string) (Ending, error) { return Ending{Terminal: true, Keep: time.Second}, nil },
+	})
+	if err != nil || len(removed) != 0 {
+		t.Errorf("Retain = %v, %v; want nothing removed", removed, err)
+	}
+	if ok, err := r.Claim("planted", "d", writeMarker); ok || err == nil {
+		t.Errorf("Claim over the link = %v, %v; want refused", ok, err)
+	}
+	if names := dirNames(t, outside); !cmp.Equal(names, []string{"precious.txt"}) {
+		t.Errorf("the claim wrote through the link: %v", names)
+	}
+	if err := r.Remove("planted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(r.Path("planted")); !os.IsNotExist(err) {
+		t.Errorf("the link is still there: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "keep" {
+		t.Errorf("the link's target lost %s: %q, %v", victim, b, err)
+	}
+}
