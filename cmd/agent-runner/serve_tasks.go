@@ -16,10 +16,11 @@ import (
 // mountTasks mounts the agent-task API at /api/v1/tasks: tasks live under
 // <store-dir>/tasks, take their place in serve's queue and run on its
 // workers (or on agent-runner worker elsewhere), are recovered at start-up
-// and pruned hourly. f are serve's --task-* flags; a shared queue's task
-// records from workers with their own store are held to limits
-// (--record-max-bytes). It returns the task store, which serve's workers
-// run the tasks they take with.
+// and pruned hourly by serve's retention (retention.go). f are serve's
+// --task-* flags; a shared queue's task records from workers with their
+// own store are held to limits (--record-max-bytes). It returns the task
+// store, which serve's workers run the tasks they take with and serve's
+// retention prunes.
 func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Limits) (*taskstore.Store, error) {
 	metrics := taskmetrics.New(d.Metrics)
 	s, err := f.store(ctx, taskDeps{StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend, UnsafeLocalProcess: d.UnsafeLocalProcess,
@@ -45,8 +46,6 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 		d.Logger.Info("recovered agent tasks after a restart", "tasks", acted)
 	}
 	go func() {
-		retain := time.NewTicker(time.Hour)
-		defer retain.Stop()
 		// Children whose siblings ended on other processes' workers
 		// are let go on this tick.
 		release := time.NewTicker(2 * time.Second)
@@ -57,10 +56,6 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 				return
 			case <-release.C:
 				s.ReleaseWaiting()
-			case now := <-retain.C:
-				if removed := s.Retain(now); len(removed) > 0 {
-					d.Logger.Info("retention removed agent tasks", "tasks", removed)
-				}
 			}
 		}
 	}()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	agentruns "github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/door/agentapi"
 	"github.com/agent-runner/agent-runner/door/httpapi"
@@ -146,7 +147,7 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := agentapi.New(ctx, agentapi.Config{Dir: filepath.Join(t.TempDir(), "agent-runs"), Roots: roots})
+	runs, err := agentruns.New(ctx, agentruns.Config{Dir: filepath.Join(t.TempDir(), "agent-runs"), Roots: roots})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agentapi
+package runs
 
 import (
 	"github.com/agent-runner/agent-runner/agent/launch"
