@@ -47,6 +47,8 @@ type Options struct {
 	SharedCaches   []string
 	// Attempt is recorded in the result (1 for a first run).
 	Attempt int
+	// Step, when set, makes the run a task step (Runner.Step): library-only.
+	Step *Step
 	// Interrupted, when set and true as a run ends without completing,
 	// says the run was stopped to run again (a worker's shutdown): nothing
 	// terminal is recorded, status.json stays running, and the next
