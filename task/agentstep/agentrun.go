@@ -264,9 +264,9 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	if err == nil && res.Termination == nil {
 		// Refused before the agent started (policy, backend setup): the
 		// record says why, and so does the task.
-		err = res.Error
-		if err == nil {
-			err = job.Errorf(job.CodeBackendSetupFailed, "the agent step ended without running")
+		err = job.Errorf(job.CodeBackendSetupFailed, "the agent step ended without running")
+		if res.Error != nil {
+			err = res.Error
 		}
 	}
 	if err == nil && res.Usage != nil {

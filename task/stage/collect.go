@@ -137,6 +137,9 @@ func CollectOn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task
 	}
 	c.RunID = res.JobID
 	if res.Termination == nil {
+		if res.Error == nil {
+			return c, job.Errorf(job.CodeArtifactFailed, "the collection sandbox ended without running")
+		}
 		return c, job.Wrap(job.CodeArtifactFailed, res.Error, "cannot start the collection sandbox")
 	}
 	out := backend.Outcome{ExitCode: res.ExitCode, Reason: res.Termination.Reason, Signal: res.Termination.Signal}
