@@ -91,7 +91,9 @@ func (r *Runner) Step(ctx context.Context, req job.Request, opts Options) (job.R
 	kind := st.Backend.Kind()
 	req.Backend.Kind = kind
 	err := validation.Request(&req, validation.Config{
-		Defaults: r.cfg.Defaults, DefaultBackend: kind, KnownBackend: func(k string) bool { return k == kind },
+		// The limits the task door set are the maxima (a zero field
+		// stays held to validation.DefaultMax).
+		Defaults: r.cfg.Defaults, Max: req.Limits, DefaultBackend: kind, KnownBackend: func(k string) bool { return k == kind },
 	})
 	if err != nil {
 		return job.Result{}, err
