@@ -40,8 +40,10 @@ agent ran in: the same backend (the one metadata.json records, unless
 working directory, no network, the task's CPU and memory limits. Secrets
 and the task token are not injected again. Runs against the task store on
 this host (serve's --store-dir). With a terminal on stdin the shell gets a
-pseudo-terminal; otherwise stdin and stdout are piped. Exits with the
-shell's exit status.`,
+pseudo-terminal; otherwise stdin and stdout are piped. The shell is a
+run of the run service, recorded as <store-dir>/runs/<task_id>.shell-<hex>
+(docs/tasks.md, "Steps and the task policy"). Exits with the shell's exit
+status.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			backends, err := view.backends(storeDir)
