@@ -4,7 +4,9 @@
 //	              -> bounded capture -> artifacts -> result + hashes -> run record
 //
 // The library entry point is Runner.Run; the HTTP service splits it into
-// Prepare (before queueing, so bad requests get 422) and Execute.
+// Prepare (before queueing, so bad requests get 422) and Execute. A task's
+// steps (the agent, the patch collection, a task shell) are runs too:
+// Runner.Step, over the task's live directory instead of a snapshot.
 package runner
 
 import (

@@ -195,3 +195,18 @@ func TestStepID(t *testing.T) {
 		t.Errorf("StepID gives two long task ids the same run id %q", a)
 	}
 }
+
+// TestStepIsNotReplayable: a step ran in a live directory and kept no
+// snapshot, so replaying its record is refused rather than run over
+// whatever the directory holds now.
+func TestStepIsNotReplayable(t *testing.T) {
+	f := newFixture(t, nil)
+	res, err := f.r.Step(context.Background(), stepRequest(f.ws, "t1.agent", []string{"true"}, "true"), runner.Options{Step: &runner.Step{Backend: &countingBackend{}}})
+	if err != nil || res.Status != job.StatusCompleted {
+		t.Fatalf("step = %+v, %v", res, err)
+	}
+	rep, err := f.r.Replay(context.Background(), f.r.Store().RunDir(res.JobID))
+	if err != nil || rep.Error == nil || rep.Error.Code != job.CodeSnapshotFailed || rep.ReplayJobID != "" {
+		t.Errorf("Replay(step) = %+v, %v; want a %s report and no replay run", rep, err, job.CodeSnapshotFailed)
+	}
+}
