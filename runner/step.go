@@ -88,12 +88,20 @@ func (r *Runner) Step(ctx context.Context, req job.Request, opts Options) (job.R
 	if st == nil || st.Backend == nil {
 		return job.Result{}, job.Errorf(job.CodeInvalidRequest, "a task step needs its backend")
 	}
+	if req.Limits.DiskMB != 0 || req.Limits.DiskInodes != 0 {
+		// A size-limited workspace is a copy on the backend's filesystem:
+		// the step would not run in the task's directory. A task's quota
+		// is its own (vm.disk).
+		return job.Result{}, job.Errorf(job.CodeInvalidRequest, "limits.disk_mb: a task step runs in the task's workspace, whose quota is vm.disk").With("field", "limits.disk_mb")
+	}
 	kind := st.Backend.Kind()
 	req.Backend.Kind = kind
+	defaults := r.cfg.Defaults
+	defaults.DiskMB, defaults.DiskInodes = 0, 0
 	err := validation.Request(&req, validation.Config{
 		// The limits the task door set are the maxima (a zero field
 		// stays held to validation.DefaultMax).
-		Defaults: r.cfg.Defaults, Max: req.Limits, DefaultBackend: kind, KnownBackend: func(k string) bool { return k == kind },
+		Defaults: defaults, Max: req.Limits, DefaultBackend: kind, KnownBackend: func(k string) bool { return k == kind },
 	})
 	if err != nil {
 		return job.Result{}, err

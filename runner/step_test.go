@@ -210,3 +210,31 @@ func TestStepIsNotReplayable(t *testing.T) {
 		t.Errorf("Replay(step) = %+v, %v; want a %s report and no replay run", rep, err, job.CodeSnapshotFailed)
 	}
 }
+
+// TestStepGetsNoDiskQuota: a runner's default disk_mb (a size-limited
+// copy of the workspace) never applies to a step, which must run in the
+// task's own directory; a step asking for one is refused.
+func TestStepGetsNoDiskQuota(t *testing.T) {
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), Defaults: job.Limits{DiskMB: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	opts := runner.Options{Step: &runner.Step{Backend: &countingBackend{}}}
+	res, err := r.Step(context.Background(), stepRequest(ws, "t1.agent", []string{"true"}, "true"), opts)
+	if err != nil || res.Status != job.StatusCompleted {
+		t.Fatalf("step = %+v, %v", res, err)
+	}
+	req, err := r.Store().ReadRequest(res.JobID)
+	if err != nil || req.Limits.DiskMB != 0 || req.Limits.DiskInodes != 0 {
+		t.Errorf("recorded limits = %+v, %v; want no disk quota", req.Limits, err)
+	}
+	asks := stepRequest(ws, "t1.collect", []string{"true"}, "true")
+	asks.Limits.DiskMB = 16
+	if _, err := r.Step(context.Background(), asks, opts); job.CodeOf(err) != job.CodeInvalidRequest {
+		t.Errorf("step with disk_mb = %v, want %s", err, job.CodeInvalidRequest)
+	}
+}
