@@ -147,10 +147,21 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	env := append(BaseEnv(t, home, cfg.Backend), cfg.Env...)
-	var values []string
-	for _, v := range secrets {
+	req := agentRequest(l, t, append([]string{exe}, argv[1:]...), env, network, cfg)
+	var values, secretEnv []string
+	for k, v := range secrets {
 		values = append(values, v)
+		secretEnv = append(secretEnv, k+"="+v)
 	}
+	steps, closeSteps, err := stage.StepRunner(cfg.Runner, l)
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if err := closeSteps(); err != nil {
+			log.Warn("cannot close the task's step store", "error", err)
+		}
+	}()
 	scrub := newScrubber(values)
 	if cfg.HangTimeout <= 0 {
 		cfg.HangTimeout = 30 * time.Minute
@@ -221,26 +232,6 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	beating := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
-	steps, closeSteps, err := stage.StepRunner(cfg.Runner, l)
-	if err != nil {
-		return out, err
-	}
-	defer func() {
-		if err := closeSteps(); err != nil {
-			log.Warn("cannot close the task's step store", "error", err)
-		}
-	}()
-	argv = append([]string{exe}, argv[1:]...)
-	pol := StepPolicy(cfg.Policy, argv, env, ownKeys(t, env), cfg.Backend)
-	pol.Network = network
-	if network == job.NetworkAllowlist {
-		pol.AllowedHosts = t.VM.AllowedHosts
-	}
-	req := StepRequest(l, t, runner.StepID(t.Metadata.ID, "agent"), argv, env, pol)
-	var secretEnv []string
-	for k, v := range secrets {
-		secretEnv = append(secretEnv, k+"="+v)
-	}
 	// The backend's output is read raw for progress and the failure
 	// line, then scrubbed into the progress logs, whose output goes on
 	// to the run's capture and live subscribers.
@@ -331,20 +322,4 @@ func tee(capture io.Writer, emit func([]byte)) func([]byte) {
 		capture.Write(p) // a capture never fails (package capture)
 		emit(p)
 	}
-}
-
-// ownKeys are the names in env the runner sets itself, agent.env's aside.
-func ownKeys(t *manifest.Task, env []string) []string {
-	var own []string
-	for _, k := range envKeys(env) {
-		if t.Agent == nil || !hasKey(t.Agent.Env, k) {
-			own = append(own, k)
-		}
-	}
-	return own
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
 }

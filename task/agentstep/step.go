@@ -9,6 +9,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 )
@@ -46,6 +47,17 @@ func StepRequest(l stage.Layout, t *manifest.Task, id string, argv, env []string
 			TmpMB:        1024,
 		},
 	}
+}
+
+// agentRequest is the agent step's request (runs/<task_id>.agent): argv
+// with its resolved program, env, and the task's policy with its network.
+func agentRequest(l stage.Layout, t *manifest.Task, argv, env []string, network string, cfg Config) job.Request {
+	pol := StepPolicy(cfg.Policy, argv, env, ownKeys(t, env), cfg.Backend)
+	pol.Network = network
+	if network == job.NetworkAllowlist {
+		pol.AllowedHosts = t.VM.AllowedHosts
+	}
+	return StepRequest(l, t, runner.StepID(t.Metadata.ID, "agent"), argv, env, pol)
 }
 
 // StepPolicy is the policy a task's process runs under. With the
@@ -122,4 +134,20 @@ func envKeys(env []string) []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// ownKeys are the names in env the runner sets itself, agent.env's aside.
+func ownKeys(t *manifest.Task, env []string) []string {
+	var own []string
+	for _, k := range envKeys(env) {
+		if t.Agent == nil || !hasKey(t.Agent.Env, k) {
+			own = append(own, k)
+		}
+	}
+	return own
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }
