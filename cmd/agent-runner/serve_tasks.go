@@ -24,7 +24,7 @@ import (
 func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Limits) (*taskstore.Store, error) {
 	metrics := taskmetrics.New(d.Metrics)
 	s, err := f.store(ctx, taskDeps{StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend, UnsafeLocalProcess: d.UnsafeLocalProcess,
-		Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: taskStateEvents(d.Jobs.Queue(), d.Logger, metrics.Observe), Logger: d.Logger})
+		Egress: d.Runner.Config().Egress, Roots: d.Roots, Observer: taskStateEvents(d.Jobs.Queue(), d.Logger, metrics.Observe), Logger: d.Logger, Runner: d.Runner})
 	if err != nil {
 		return nil, err
 	}

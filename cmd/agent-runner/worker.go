@@ -114,7 +114,7 @@ func newWorkerCmd() *cobra.Command {
 			// lifecycle (staging, agent, collection) on this host; their
 			// state changes go out live, their record once terminal.
 			ts, err := tasks.store(ctx, taskDeps{StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind, UnsafeLocalProcess: unsafeLocal,
-				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil), Logger: log})
+				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil), Logger: log, Runner: r})
 			if err != nil {
 				return err
 			}
