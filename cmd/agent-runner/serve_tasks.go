@@ -40,6 +40,9 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 		}
 	}
 	s.Lifecycle.ChildSocket = taskapi.ChildSocket(s)
+	// The tasks serve runs say on the bus what they wrote, so their
+	// streams read it at once (taskapi.WithEvents).
+	s.Lifecycle.Output = taskevent.Recorder(d.Jobs.Queue())
 	if stale := taskapi.CleanStaleSockets(); len(stale) > 0 {
 		d.Logger.Info("removed children sockets of a server that died", "dirs", stale)
 	}
@@ -66,7 +69,7 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 			}
 		}
 	}()
-	taskapi.Routes(d.Mux, s, d.Auth)
+	taskapi.Routes(d.Mux, s, d.Auth, taskapi.WithEvents(taskevent.Watcher{Q: d.Jobs.Queue()}))
 	return s, nil
 }
 

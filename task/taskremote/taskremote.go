@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -114,7 +115,7 @@ func MirrorTasks(ctx context.Context, q *queue.Queue, dir func(id string) string
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &taskSide{dir: dir, obs: obs}
+	t := &taskSide{dir: dir, obs: obs, q: q}
 	m, err := remote.NewMirror(ctx, q.Conn(), remote.MirrorConfig{
 		Kind: Tasks, Dir: dir, Limits: lim, Durable: true, Logger: log, Lock: &t.mu,
 		Committed: t.committed, Refused: t.refused,
@@ -143,6 +144,9 @@ type taskSide struct {
 	mu  sync.Mutex
 	dir func(id string) string
 	obs state.Observer
+	// q hears what this node wrote of a task (taskevent.TypeRecorded),
+	// so the task's streams here read it.
+	q *queue.Queue
 }
 
 // status moves a task this node has a record of forward to the state of
@@ -160,7 +164,9 @@ func (t *taskSide) status(env queue.Envelope) {
 			return
 		}
 		name := map[string]string{taskevent.TypeStdout: "stdout.log", taskevent.TypeStderr: "stderr.log", taskevent.TypeMetrics: agentstep.HeartbeatFile}[env.Type]
-		t.output(env.ID, name, out.Data)
+		if t.output(env.ID, name, out.Data) {
+			_ = taskevent.PublishRecorded(t.q, env.ID, strings.TrimPrefix(env.Type, "task_"))
+		}
 		return
 	case taskevent.TypeState:
 	default:
@@ -195,39 +201,41 @@ func (t *taskSide) status(env queue.Envelope) {
 		if m.Transition(state.All[i+1], "reported by the worker running the task", nil) != nil {
 			return
 		}
+		_ = taskevent.PublishRecorded(t.q, ev.TaskID, "state")
 	}
 }
 
 // output appends a live chunk of a task's output (or a heartbeat line)
-// to its progress log on
-// this node, where the task stream reads it, while the task is active
-// here and the log is under the agent's cap; the record replaces the log
-// with the worker's whole one when the task ends. A task staged in this
+// to its progress log on this node, where the task stream reads it, while
+// the task is active here and the log is under the agent's cap, and
+// reports whether it did; the record replaces the log with the worker's
+// whole one when the task ends. A task staged in this
 // directory (a worker sharing the store) writes its log itself.
-func (t *taskSide) output(id, name string, p []byte) {
+func (t *taskSide) output(id, name string, p []byte) (written bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	root, err := os.OpenRoot(t.dir(id))
 	if err != nil {
-		return // a task this node never recorded
+		return false // a task this node never recorded
 	}
 	defer root.Close()
 	if _, err := root.Stat("inbox"); err == nil {
-		return // staged here: the worker shares this store and writes the log itself
+		return false // staged here: the worker shares this store and writes the log itself
 	}
 	m, err := state.Open(t.dir(id))
 	if err != nil || m.Current().State.Terminal() {
-		return
+		return false
 	}
 	f, err := root.OpenFile(filepath.Join("outbox", "progress", name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size()+int64(len(p)) > agentstep.DefaultMaxLogBytes {
-		return
+		return false
 	}
-	_, _ = f.Write(p) // a lost live chunk: the record brings the whole log
+	_, err = f.Write(p) // a lost live chunk: the record brings the whole log
+	return err == nil
 }
 
 // TaskOutput is the worker's lifecycle Output hook: each chunk of a
@@ -239,9 +247,11 @@ func TaskOutput(q *queue.Queue) func(taskID, stream string, p []byte) {
 	}
 }
 
-// committed tells the observer about the terminal state a record brought
-// (from what it replaced).
+// committed announces the record just written (TypeRecorded) and tells
+// the observer about the terminal state it brought (from what it
+// replaced).
 func (t *taskSide) committed(_ context.Context, m remote.Manifest, prev []byte) {
+	_ = taskevent.PublishRecorded(t.q, m.ID, "record")
 	if t.obs == nil {
 		return
 	}
@@ -271,7 +281,7 @@ func (t *taskSide) refused(_ context.Context, id string, _ int, jerr *job.Error)
 		return
 	}
 	m.Observe(t.obs)
-	if !m.Current().State.Terminal() {
-		_ = m.Transition(state.Failed, jerr.Message, jerr)
+	if !m.Current().State.Terminal() && m.Transition(state.Failed, jerr.Message, jerr) == nil {
+		_ = taskevent.PublishRecorded(t.q, id, "state")
 	}
 }
