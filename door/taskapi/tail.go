@@ -67,13 +67,8 @@ func (t *tail) close() {
 	}
 }
 
-// eachLine calls fn with each line of chunk, without its "\n".
-func eachLine(chunk []byte, fn func(line []byte) error) error {
-	return eachLineWithEnd(chunk, func(line []byte, _ int) error { return fn(line) })
-}
-
-// eachLineWithEnd is eachLine with the bytes each line took of the chunk
-// (its "\n" included).
+// eachLineWithEnd calls fn with each line of chunk, without its "\n",
+// and the bytes it took of the chunk (its "\n" included).
 func eachLineWithEnd(chunk []byte, fn func(line []byte, consumed int) error) error {
 	for len(chunk) > 0 {
 		line, rest, found := bytes.Cut(chunk, []byte{'\n'})
