@@ -20,6 +20,7 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/taskevent"
 	"github.com/agent-runner/agent-runner/task/taskremote"
 )
 
@@ -341,5 +342,58 @@ func TestPublishTaskNeedsATerminalRecord(t *testing.T) {
 	}
 	if !g.drained(t)() {
 		t.Error("a record was published")
+	}
+}
+
+// TestLiveOutputIsAppendedAndAnnounced: a chunk a worker publishes of a
+// task recorded on the API node is appended to its progress log there,
+// and the API node then says so (task_recorded), which wakes the task's
+// streams; a chunk of a task staged on this node (a worker sharing the
+// store writes its log itself) is neither appended nor announced.
+func TestLiveOutputIsAppendedAndAnnounced(t *testing.T) {
+	g := newTaskRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range []string{"t6", "t6-staged-here"} {
+		g.submit(t, id)
+		if err := os.MkdirAll(filepath.Join(g.apiDir(id), "outbox", "progress"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(g.apiDir("t6-staged-here"), "inbox"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	last, err := g.q.LastEventSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := g.q.AllEvents(ctx, last, func(e queue.Envelope) bool { return e.Type == taskevent.TypeRecorded })
+	if err != nil {
+		t.Fatal(err)
+	}
+	output := taskremote.TaskOutput(g.q)
+	output("t6", "stdout", []byte("first\n"))
+	output("t6-staged-here", "stdout", []byte("not here\n"))
+	output("t6", "stderr", []byte("second\n"))
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ev := <-recorded:
+			got = append(got, ev.ID+" "+string(ev.Payload))
+		case <-ctx.Done():
+			t.Fatalf("recorded events so far %q", got)
+		}
+	}
+	want := []string{`t6 {"task_id":"t6","record":"stdout"}`, `t6 {"task_id":"t6","record":"stderr"}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("task_recorded events (-want +got):\n%s", diff)
+	}
+	for name, want := range map[string]string{"stdout.log": "first\n", "stderr.log": "second\n"} {
+		if b, _ := os.ReadFile(filepath.Join(g.apiDir("t6"), "outbox", "progress", name)); string(b) != want {
+			t.Errorf("%s on the API node = %q, want %q", name, b, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(g.apiDir("t6-staged-here"), "outbox", "progress", "stdout.log")); err == nil {
+		t.Error("a chunk of a task staged here was appended")
 	}
 }
