@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -136,6 +135,14 @@ func MirrorTasks(ctx context.Context, q *queue.Queue, dir func(id string) string
 	return nil
 }
 
+// liveFiles are the progress files a worker's live output events are
+// appended to, and what the API node's task_recorded calls each.
+var liveFiles = map[string]struct{ name, record string }{
+	taskevent.TypeStdout:  {"stdout.log", "stdout"},
+	taskevent.TypeStderr:  {"stderr.log", "stderr"},
+	taskevent.TypeMetrics: {agentstep.HeartbeatFile, "metrics"},
+}
+
 // taskSide keeps a task's state.json on the API node in step with the
 // worker running it. mu is held by the Mirror while it applies a record
 // and by the follower while it moves a task: a state event never lands
@@ -163,9 +170,9 @@ func (t *taskSide) status(env queue.Envelope) {
 		if json.Unmarshal(env.Payload, &out) != nil {
 			return
 		}
-		name := map[string]string{taskevent.TypeStdout: "stdout.log", taskevent.TypeStderr: "stderr.log", taskevent.TypeMetrics: agentstep.HeartbeatFile}[env.Type]
-		if t.output(env.ID, name, out.Data) {
-			_ = taskevent.PublishRecorded(t.q, env.ID, strings.TrimPrefix(env.Type, "task_"))
+		f := liveFiles[env.Type]
+		if t.output(env.ID, f.name, out.Data) {
+			_ = taskevent.PublishRecorded(t.q, env.ID, f.record)
 		}
 		return
 	case taskevent.TypeState:
