@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
@@ -35,7 +34,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 	if rec.Status == job.StatusQueued || orphaned {
 		if req, err := st.ReadRequest(id); err == nil {
 			res := s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunCanceled, "job was canceled before it started"), rec.Attempt)
-			if err := s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: res.Status}); err != nil {
+			if err := s.publishStatus(id, res.Status, 0); err != nil {
 				s.log.Warn("cannot publish a cancel's status event", telemetry.KeyJobID, id, "error", err)
 			}
 			s.cfg.Observer.Finished(res)
@@ -55,7 +54,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 	}
 	wctx, stop := context.WithTimeout(ctx, cancelWait)
 	defer stop()
-	_ = s.cfg.Queue.WaitTerminal(wctx, id, func() bool { return s.finished(id) })
+	_ = s.waitTerminal(wctx, id, func() bool { return s.finished(id) })
 	return s.Get(ctx, id, 0)
 }
 

@@ -3,23 +3,42 @@ package runs
 import (
 	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/queue"
 )
 
-// A run's progress goes on serve's event bus (queue.EventAgentRun on
-// ar.agentevents.<run_id>), which GET /v1/events and the dashboard
+// A run's progress goes on serve's event bus (kind and type EventKind,
+// payload Progress, on ar.events.agent_run.<run_id>), which GET /v1/events
+// and the dashboard
 // follow: once when it starts, after each tool call (its number, tool,
 // and whether the gateway allowed it), and when it ends (its status as
 // the API now answers it, and how it ended). The events only feed live
 // viewers: the run's directory is the truth, and a publish that fails is
 // logged, never the run's failure.
 
+// EventKind is the kind of a capability run's events on the bus, and the
+// type of its one event, the run's progress; the envelope's id is the run
+// id.
+const EventKind = "agent_run"
+
+// Progress is the payload of a capability run's event: its status as the
+// API answers it (running, finished, interrupted), the tool calls used so
+// far (after a call, its number) and denied so far; Tool and Allowed name
+// the call an event follows, and ExitReason says how a finished run ended.
+type Progress struct {
+	Status     job.Status `json:"status,omitempty"`
+	RunID      string     `json:"run_id,omitempty"`
+	Calls      int64      `json:"calls,omitempty"`
+	Denied     int        `json:"denied,omitempty"`
+	Tool       string     `json:"tool,omitempty"`
+	Allowed    *bool      `json:"allowed,omitempty"`
+	ExitReason string     `json:"exit_reason,omitempty"`
+}
+
 // publish sends ev when serve gave the service an event bus.
-func (s *Service) publish(ev queue.Event) {
+func (s *Service) publish(ev Progress) {
 	if s.cfg.Events == nil {
 		return
 	}
-	if err := s.cfg.Events.PublishAgentRunEvent(ev); err != nil {
+	if err := s.cfg.Events.Publish(EventKind, ev.RunID, EventKind, ev); err != nil {
 		s.cfg.Logger.Warn("cannot publish an agent run event", "run_id", ev.RunID, "error", err)
 	}
 }
@@ -46,12 +65,12 @@ func (s *Service) onStep(id string) func(launch.StepRecord) {
 		}
 		s.mu.Unlock()
 		allowed := st.Allowed
-		s.publish(queue.Event{RunID: id, Status: StatusRunning, Calls: st.Call, Denied: in.Denied, Tool: st.Tool, Allowed: &allowed})
+		s.publish(Progress{RunID: id, Status: StatusRunning, Calls: st.Call, Denied: in.Denied, Tool: st.Tool, Allowed: &allowed})
 	}
 }
 
 // ended returns the event that says a run ended: its status as Get
 // now answers it, and its counts from the summary.
-func (s *Service) ended(id, dir string, sum launch.Summary) queue.Event {
-	return queue.Event{RunID: id, Status: job.Status(s.status(id, dir)), Calls: sum.ToolCallsUsed, Denied: sum.Denied, ExitReason: sum.ExitReason}
+func (s *Service) ended(id, dir string, sum launch.Summary) Progress {
+	return Progress{RunID: id, Status: job.Status(s.status(id, dir)), Calls: sum.ToolCallsUsed, Denied: sum.Denied, ExitReason: sum.ExitReason}
 }

@@ -205,7 +205,7 @@ func (s *Service) Launch(req LaunchRequest) (Info, error) {
 			return Info{}, job.Wrap(job.CodeRunIOFailed, err, "copy task")
 		}
 	}
-	s.publish(queue.Event{RunID: id, Status: StatusRunning})
+	s.publish(Progress{RunID: id, Status: StatusRunning})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

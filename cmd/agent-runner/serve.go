@@ -196,7 +196,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	mountUI(ctx, d)
+	mountUI(d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {
 			return usageError{errors.New("--pprof-addr must be a loopback address")}

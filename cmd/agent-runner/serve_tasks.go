@@ -9,7 +9,9 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/taskevent"
 	"github.com/agent-runner/agent-runner/task/taskmetrics"
+	"github.com/agent-runner/agent-runner/task/taskremote"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 )
 
@@ -34,11 +36,14 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 	if s.SharedQueue {
 		// Workers with their own store send their task records and
 		// state events here (package remote).
-		if err := remote.MirrorTasks(ctx, d.Jobs.Queue(), s.Dir, metrics.Observe, limits, d.Logger); err != nil {
+		if err := taskremote.MirrorTasks(ctx, d.Jobs.Queue(), s.Dir, metrics.Observe, limits, d.Logger); err != nil {
 			return nil, err
 		}
 	}
 	s.Lifecycle.ChildSocket = taskapi.ChildSocket(s)
+	// The tasks serve runs say on the bus what they wrote, so their
+	// streams read it at once (taskapi.WithEvents).
+	s.Lifecycle.Output = taskevent.Recorder(d.Jobs.Queue())
 	if stale := taskapi.CleanStaleSockets(); len(stale) > 0 {
 		d.Logger.Info("removed children sockets of a server that died", "dirs", stale)
 	}
@@ -59,17 +64,17 @@ func mountTasks(ctx context.Context, d serveDeps, f taskFlags, limits remote.Lim
 			}
 		}
 	}()
-	taskapi.Routes(d.Mux, s, d.Auth)
+	taskapi.Routes(d.Mux, s, d.Auth, taskapi.WithEvents(taskevent.Watcher{Q: d.Jobs.Queue()}))
 	return s, nil
 }
 
 // taskStateEvents is serve's task observer: next (metrics), then the
-// transition on the event bus (ar.taskevents.<id>), which GET /v1/events
+// transition on the event bus (taskevent.TypeState), which GET /v1/events
 // and the dashboard's lists follow.
 func taskStateEvents(q *queue.Queue, log *slog.Logger, next state.Observer) state.Observer {
 	return func(from state.State, rec state.Record) {
 		next(from, rec)
-		if err := q.PublishTaskEvent(queue.Event{TaskID: rec.TaskID, State: string(rec.State), Time: rec.LastCheckpoint}); err != nil {
+		if err := taskevent.PublishState(q, rec); err != nil {
 			log.Warn("cannot publish a task state event", "task_id", rec.TaskID, "state", rec.State, "error", err)
 		}
 	}

@@ -38,21 +38,22 @@ func TestRunProgressIsPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := e.events.AllEvents(ctx, last, queue.EventAgentRun)
+	ch, err := e.events.AllEvents(ctx, last, func(env queue.Envelope) bool { return env.Kind == runs.EventKind })
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := e.launch(t, runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask, TaskYAML: scriptedTask})
 	var got []runEvent
 	for len(got) == 0 || got[len(got)-1].Status == runs.StatusRunning {
-		var ev queue.Sequenced
+		var env queue.Sequenced
 		select {
-		case ev = <-ch:
+		case env = <-ch:
 		case <-ctx.Done():
 			t.Fatalf("events so far %+v; no run end before the deadline", got)
 		}
-		if ev.RunID != id || ev.Type != queue.EventAgentRun || ev.Time.IsZero() {
-			t.Fatalf("event %+v, want an agent_run of run %s with its time", ev.Event, id)
+		var ev runs.Progress
+		if err := json.Unmarshal(env.Payload, &ev); err != nil || env.ID != id || ev.RunID != id || env.Type != runs.EventKind || env.Time.IsZero() {
+			t.Fatalf("event %+v (%v), want an agent_run of run %s with its time", env.Envelope, err, id)
 		}
 		var run runs.Run
 		if code := e.call(t, "GET", "/v1/agent-runs/"+id, nil, &run); code != http.StatusOK {
