@@ -14,7 +14,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/auth"
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 )
 

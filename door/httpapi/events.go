@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/agent-runner/agent-runner/eventstream"
+	"github.com/agent-runner/agent-runner/door/eventstream"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
 )

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agent-runner/agent-runner/eventstream"
+	"github.com/agent-runner/agent-runner/door/eventstream"
 	"github.com/agent-runner/agent-runner/job"
 )
 

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agent-runner/agent-runner/eventstream"
+	"github.com/agent-runner/agent-runner/door/eventstream"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/state"

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/lifecycle"

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/agent-runner/agent-runner/eventstream"
+	"github.com/agent-runner/agent-runner/door/eventstream"
 	"github.com/agent-runner/agent-runner/job"
 )
 

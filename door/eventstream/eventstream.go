@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 )
 
 // Message is one event of a stream.
