@@ -46,6 +46,7 @@ func serveSandbox(cfg initConfig) initResult {
 	}()
 	execs := map[int]uint64{} // pid (= pgid) -> exec id
 	groups := map[uint64]int{}
+	final := map[uint64]bool{}
 	for {
 		select {
 		case r, ok := <-reqs:
@@ -62,10 +63,16 @@ func serveSandbox(cfg initConfig) initResult {
 					continue
 				}
 				execs[pid], groups[r.req.ID] = r.req.ID, pid
-				ctlSend(ctlFD, ctlReply{Op: "started", ID: r.req.ID})
+				if r.req.Final {
+					final[r.req.ID] = true
+				}
+				ctlSend(ctlFD, ctlReply{Op: "started", ID: r.req.ID, Pid: pid})
 			case "signal":
 				closeAll(r.fds)
 				if pid, ok := groups[r.req.ID]; ok {
+					if final[r.req.ID] {
+						pid = 1 // kill(-1): every process but the init
+					}
 					_ = unix.Kill(-pid, unix.Signal(r.req.Sig))
 				}
 			default:
@@ -77,14 +84,15 @@ func serveSandbox(cfg initConfig) initResult {
 				_ = unix.Kill(-1, unix.SIGTERM)
 				continue
 			}
-			reapExecs(execs, groups)
+			reapExecs(execs, groups, final)
 		}
 	}
 }
 
 // reapExecs reaps every child that has ended and reports the execs among
-// them; the others are orphans pid 1 adopted.
-func reapExecs(execs map[int]uint64, groups map[uint64]int) {
+// them; the others are orphans pid 1 adopted. A final exec's exit kills
+// every other process first.
+func reapExecs(execs map[int]uint64, groups map[uint64]int, final map[uint64]bool) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -101,6 +109,10 @@ func reapExecs(execs map[int]uint64, groups map[uint64]int) {
 		}
 		delete(execs, pid)
 		delete(groups, id)
+		if final[id] {
+			delete(final, id)
+			_ = unix.Kill(-1, unix.SIGKILL)
+		}
 		rep := ctlReply{Op: "exit", ID: id, CPUNanos: ru.Utime.Nano() + ru.Stime.Nano()}
 		if ws.Signaled() {
 			rep.Signal = int(ws.Signal())
@@ -130,6 +142,10 @@ func startExec(cfg initConfig, req ctlRequest, fds []int) (int, error) {
 			Setpgid:    true,
 			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: cfg.UID == 0},
 		},
+	}
+	if req.Terminal {
+		attr.Sys.Setpgid = false
+		attr.Sys.Setsid, attr.Sys.Setctty, attr.Sys.Ctty = true, true, 0
 	}
 	closeExtraFDs()
 	pid, err := forkExecKillable(path, req.Argv, attr)
