@@ -54,6 +54,8 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"ProcShowsNothingOfTheHost", advProcShowsNothingOfTheHost},
 		{"WorkspaceFillIsCapped", advWorkspaceFillIsCapped},
 		{"ExecOnlyTheAllowList", advExecOnlyTheAllowList},
+		{"DaemonDiesAtDelete", advDaemonDiesAtDelete},
+		{"ControlChannelUnreachable", advControlChannelUnreachable},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}
