@@ -21,6 +21,10 @@ import (
 // ctlMaxMessage bounds one control message (an exec's argv and env).
 const ctlMaxMessage = 1 << 20
 
+// ctlMaxReply bounds what the runner reads of one init message (replies
+// are small; a longer one is refused as truncated).
+const ctlMaxReply = 64 << 10
+
 // ctlRequest is a runner-to-init message.
 type ctlRequest struct {
 	// Op is "exec" (start Argv, with three descriptors attached) or
@@ -35,9 +39,10 @@ type ctlRequest struct {
 	// Terminal makes the exec a session leader with its stdin (a
 	// terminal) as its controlling terminal.
 	Terminal bool `json:"terminal,omitempty"`
-	// Final marks a one-shot run's workload: its signals go to every
-	// process of the sandbox, and when it exits the init kills them all
-	// before it reports the exit, as a one-shot init always did.
+	// Final marks a one-shot run's workload, honoured only as the first
+	// request: its signals go to every process of the sandbox, and when
+	// it exits the init kills them all, reports the exit and exits, as
+	// a one-shot init always did (runFinal).
 	Final bool `json:"final,omitempty"`
 }
 

@@ -16,17 +16,13 @@ import (
 // sandbox for spec (no freezer group: it is never paused), start the
 // workload in it as its final exec (its signals reach every process,
 // and its exit takes them all down, as pid 1's exit would), wait, and
-// delete it. Limits, usage and OOM are the sandbox's cgroups', so they
-// cover everything the run did.
+// delete it. The workload is sent as soon as the init runs, without
+// waiting for it to be ready (it is served then); a setup failure comes
+// back from the start, coded as Create's. Limits, usage and OOM are the
+// sandbox's cgroups', so they cover everything the run did.
 func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
-	s, out, err := b.create(ctx, spec, false)
+	s, out, err := b.create(ctx, spec, false, false)
 	if err != nil {
-		if job.CodeOf(err) == job.CodeRunCanceled {
-			// Canceled before the workload ran: an outcome, as for a
-			// workload canceled a moment later.
-			out.Reason, out.Signal = job.ReasonCanceled, "SIGKILL"
-			return out, nil
-		}
 		return out, err
 	}
 	e := backend.Exec{

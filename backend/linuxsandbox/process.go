@@ -113,6 +113,9 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 		return nil, err
 	}
 	if err != nil || dead {
+		if err := s.awaitSetup(); err != nil {
+			return fail(err)
+		}
 		return fail(job.Errorf(job.CodeRunSpawnFailed, "cannot reach the sandbox init: %v", err))
 	}
 	var first ctlReply
@@ -125,6 +128,8 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 		return fail(job.Wrap(job.CodeRunCanceled, ctx.Err(), "canceled before the exec started"))
 	}
 	switch {
+	case !ok && s.failedSetup() != nil:
+		return fail(s.failedSetup())
 	case !ok && s.isDeleted():
 		return fail(job.Errorf(job.CodeJobNotFound, "sandbox %s was deleted", s.ID()).With("sandbox", s.ID()))
 	case !ok:
@@ -135,6 +140,26 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 	p.pid = first.Pid
 	go p.watch(superviseCtx, backend.ExecLimits(s.spec.Limits, e), ch, oomBefore)
 	return p, nil
+}
+
+// awaitSetup is why the init never got ready: nil once it was, else
+// once the reader learnt why not (the init ended).
+func (s *Sandbox) awaitSetup() error {
+	s.mu.Lock()
+	ready := s.ready
+	s.mu.Unlock()
+	if ready {
+		return nil
+	}
+	<-s.readerDone
+	return s.failedSetup()
+}
+
+// failedSetup is why the init never got ready, if it did not.
+func (s *Sandbox) failedSetup() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setupErr
 }
 
 // unwait forgets the reply channel of exec id.

@@ -35,19 +35,22 @@ const outputDrain = 2 * time.Second
 // Create implements backend.Sandboxes.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Sandbox, error) {
 	spec.Argv, spec.Env, spec.Cwd, spec.TTY = nil, nil, ".", false
-	s, _, err := b.create(ctx, spec, true)
+	s, _, err := b.create(ctx, spec, true, true)
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// create builds a sandbox for spec and waits for its init to be ready.
-// A pausable one gets a freezer group; a one-shot run's is not (Run
-// never pauses), and with Spec.TTY its init holds the run's terminal
-// (Spec.Stdin) for /dev/console. On an error the Outcome still says
-// what was and was not enforced.
-func (b *Backend) create(ctx context.Context, spec backend.Spec, pausable bool) (*Sandbox, backend.Outcome, error) {
+// create builds a sandbox for spec. A pausable one gets a freezer
+// group; a one-shot run's does not (Run never pauses), and with
+// Spec.TTY its init holds the run's terminal (Spec.Stdin) for
+// /dev/console. With wait it returns once the init is ready; without,
+// once the init was started (a one-shot run sends its workload at once,
+// to be served as soon as the init is ready, and learns a setup failure
+// from Start). On an error the Outcome still says what was and was not
+// enforced.
+func (b *Backend) create(ctx context.Context, spec backend.Spec, pausable, wait bool) (*Sandbox, backend.Outcome, error) {
 	t0 := time.Now()
 	p, err := b.prepare(spec)
 	if err != nil {
@@ -73,29 +76,44 @@ func (b *Backend) create(ctx context.Context, spec backend.Spec, pausable bool) 
 	}
 	t2 := time.Now()
 	s := &Sandbox{spec: spec, p: p, in: in, fd: pair[0], waiting: map[uint64]chan ctlReply{}, readerDone: make(chan struct{})}
+	s.phases = CreatePhases{Prepare: t1.Sub(t0), Boot: t2.Sub(t1)}
+	if !wait {
+		go s.read()
+		return s, in.out, nil
+	}
 	// The init reports ready once the sandbox is built, or why not.
 	stop := context.AfterFunc(ctx, func() { in.cmd.Process.Kill() })
 	var first ctlReply
-	fds, err := ctlReceive(s.fd, make([]byte, ctlMaxMessage), &first)
+	fds, err := ctlReceive(s.fd, make([]byte, ctlMaxReply), &first)
 	closeAll(fds)
 	stop()
-	if err != nil || first.Op != "ready" {
-		close(s.readerDone)
-		s.teardown(false)
-		switch {
-		case ctx.Err() != nil:
-			return nil, in.out, job.Wrap(job.CodeRunCanceled, ctx.Err(), "sandbox creation canceled")
-		case err != nil:
-			return nil, in.out, job.Wrap(job.CodeBackendSetupFailed, err, "the sandbox init ended before it was ready")
-		case first.Stage == cowStage:
-			return nil, in.out, job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", first.Error).
-				With("stage", first.Stage).With("reason", first.Error)
-		}
-		return nil, in.out, job.Errorf(job.CodeBackendSetupFailed, "sandbox %s failed: %s", first.Stage, first.Error).With("stage", first.Stage)
+	if err == nil && first.Op == "ready" {
+		s.phases.Ready = time.Since(t2)
+		s.ready = true
+		go s.read()
+		return s, in.out, nil
 	}
-	s.phases = CreatePhases{Prepare: t1.Sub(t0), Boot: t2.Sub(t1), Ready: time.Since(t2)}
-	go s.read()
-	return s, in.out, nil
+	close(s.readerDone)
+	s.teardown(false)
+	if ctx.Err() != nil {
+		return nil, in.out, job.Wrap(job.CodeRunCanceled, ctx.Err(), "sandbox creation canceled")
+	}
+	return nil, in.out, setupError(first, err)
+}
+
+// setupError is why an init did not get ready: it ended (err), or it
+// reported the stage that failed (r).
+func setupError(r ctlReply, err error) error {
+	switch {
+	case err != nil:
+		return job.Wrap(job.CodeBackendSetupFailed, err, "the sandbox init ended before it was ready")
+	case r.Stage == cowStage:
+		// The host cannot make the overlay the request asked for
+		// (cow.go): refused, never bound read-only instead.
+		return job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", r.Error).
+			With("stage", r.Stage).With("reason", r.Error)
+	}
+	return job.Errorf(job.CodeBackendSetupFailed, "sandbox %s failed: %s", r.Stage, r.Error).With("stage", r.Stage)
 }
 
 // CreatePhases are how long the steps of a sandbox's creation took.
@@ -133,6 +151,10 @@ type Sandbox struct {
 	ops        sync.WaitGroup
 	readerDone chan struct{}
 	phases     CreatePhases
+	// ready is set once the init said so; setupErr is why it never will
+	// (a one-shot run's sandbox, created without waiting).
+	ready    bool
+	setupErr error
 }
 
 var _ backend.Sandbox = (*Sandbox)(nil)
@@ -140,16 +162,26 @@ var _ backend.Sandbox = (*Sandbox)(nil)
 // ID implements backend.Sandbox.
 func (s *Sandbox) ID() string { return s.spec.JobID }
 
-// read delivers the init's replies to the Execs waiting for them until
-// the socket ends; then every waiting Exec learns the init is gone.
+// read delivers the init's replies to the processes waiting for them
+// until the socket ends; then every waiting process learns the init is
+// gone. Before the init is ready, its first message is ready or why not.
 func (s *Sandbox) read() {
 	defer close(s.readerDone)
-	buf := make([]byte, ctlMaxMessage)
+	buf := make([]byte, ctlMaxReply)
 	for {
 		var r ctlReply
 		fds, err := ctlReceive(s.fd, buf, &r)
 		closeAll(fds) // the init never hands the runner a descriptor
 		s.mu.Lock()
+		if !s.ready {
+			if err == nil && r.Op == "ready" {
+				s.ready = true
+				s.mu.Unlock()
+				continue
+			}
+			s.setupErr = setupError(r, err)
+			err = s.setupErr
+		}
 		if err != nil {
 			s.dead = true
 			for _, ch := range s.waiting {
