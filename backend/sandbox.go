@@ -96,10 +96,12 @@ type Process interface {
 	// the process gets SIGWINCH. It fails with run.spawn_failed for a
 	// process without one.
 	Resize(cols, rows uint16) error
-	// CloseStdin ends the process's standard input: the process reads
-	// EOF once what was written before is read. With a Terminal it types
-	// the terminal's end-of-file character (^D), as a user would. It
-	// does nothing to a stdin that is the caller's *os.File or nil.
+	// CloseStdin ends the process's standard input: the pipe the
+	// backend copies Exec.Stdin into is closed, so the process reads EOF
+	// after what the copy already passed on (bytes the reader had not
+	// yet delivered are dropped). With a Terminal it types the
+	// terminal's end-of-file character (^D), as a user would. It does
+	// nothing to a stdin that is the caller's *os.File or nil.
 	CloseStdin() error
 }
 
