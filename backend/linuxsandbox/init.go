@@ -45,8 +45,9 @@ func runInit() {
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
 	unix.CloseOnExec(layerFD)
-	res := sandboxInit()
-	json.NewEncoder(os.NewFile(ctlFD, "control")).Encode(res)
+	if res := sandboxInit(); res.Error != "" {
+		json.NewEncoder(os.NewFile(ctlFD, "control")).Encode(res)
+	}
 	os.Exit(0)
 }
 

@@ -101,7 +101,12 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 	p := &process{s: s, id: id, final: final, stdio: stdio, exited: make(chan struct{})}
 	superviseCtx, stop := context.WithCancel(context.Background())
 	p.stop = stop
-	oomBefore := s.in.cg != nil && s.in.cg.oomKilled()
+	// A one-shot run reads its cgroup once, after the Wait (Run).
+	cg := s.in.cg
+	if final {
+		cg = nil
+	}
+	oomBefore := cg != nil && cg.oomKilled()
 	err = ctlSend(s.fd, ctlRequest{Op: "exec", ID: id, Argv: e.Argv, Env: env, Cwd: cwd, Terminal: e.Terminal != nil || e.TTY, Final: final},
 		int(stdio.In.Fd()), int(stdio.Out.Fd()), int(stdio.Err.Fd()))
 	stdio.Started()
@@ -138,7 +143,7 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 		return fail(job.Errorf(job.CodeRunSpawnFailed, "sandbox exec failed: %s", first.Error).With("stage", "exec").With("argv0", e.Argv[0]))
 	}
 	p.pid = first.Pid
-	go p.watch(superviseCtx, backend.ExecLimits(s.spec.Limits, e), ch, oomBefore)
+	go p.watch(superviseCtx, backend.ExecLimits(s.spec.Limits, e), ch, cg, oomBefore)
 	return p, nil
 }
 
@@ -170,8 +175,9 @@ func (s *Sandbox) unwait(id uint64) {
 }
 
 // watch supervises p until the init reports its exit (or is gone), then
-// drains its output and sets its outcome.
-func (p *process) watch(ctx context.Context, lim backend.Limits, ch chan ctlReply, oomBefore bool) {
+// drains its output and sets its outcome, with peak memory and OOM from
+// cg (nil: not read).
+func (p *process) watch(ctx context.Context, lim backend.Limits, ch chan ctlReply, cg *cgroup, oomBefore bool) {
 	s := p.s
 	defer s.ops.Done()
 	defer close(p.exited)
@@ -209,8 +215,8 @@ func (p *process) watch(ctx context.Context, lim backend.Limits, ch chan ctlRepl
 		return
 	}
 	p.out.CPUTime = time.Duration(end.CPUNanos)
-	if s.in.cg != nil {
-		p.out.PeakMemoryBytes, _ = s.in.cg.usage()
+	if cg != nil {
+		p.out.PeakMemoryBytes, _ = cg.usage()
 	}
 	if end.ExitCode != nil {
 		p.out.ExitCode = end.ExitCode
@@ -222,7 +228,7 @@ func (p *process) watch(ctx context.Context, lim backend.Limits, ch chan ctlRepl
 	p.out.Signal = unix.SignalName(syscall.Signal(end.Signal))
 	if p.out.Reason == "" {
 		p.out.Reason = job.ReasonSignal
-		if end.Signal == int(unix.SIGKILL) && !oomBefore && s.in.cg != nil && s.in.cg.oomKilled() {
+		if end.Signal == int(unix.SIGKILL) && !oomBefore && cg != nil && cg.oomKilled() {
 			p.out.Reason = job.ReasonOOM
 		}
 	}
