@@ -7,11 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A kept sandbox's init and the runner talk over a SOCK_SEQPACKET Unix
-// socket pair, the init's fd 4 (in place of a one-shot run's result
-// pipe): one JSON object per message, so no framing is needed, and a
-// request to start a process carries its stdin, stdout and stderr as
-// SCM_RIGHTS. The init sends {"op":"ready"} once the sandbox is built
+// A sandbox's init and the runner talk over a SOCK_SEQPACKET Unix socket
+// pair, the init's fd 4: one JSON object per message, so no framing is
+// needed, and a request to start a process carries its stdin, stdout and
+// stderr as SCM_RIGHTS. The init sends {"op":"ready"} once the sandbox is built
 // (or an initResult with the failed stage); then the runner sends exec
 // and signal requests, and the init answers each exec with started (and
 // its pid) or error, and later exit. The init serves until
