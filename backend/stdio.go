@@ -40,8 +40,15 @@ type Stdio struct {
 	drained bool
 }
 
-// NewStdio makes the stdio of e.
-func NewStdio(e Exec) (_ *Stdio, err error) {
+// NewStdio makes the stdio of e; a Terminal is opened on the host's
+// /dev/pts.
+func NewStdio(e Exec) (*Stdio, error) { return NewStdioOn(e, "/dev/pts", -1) }
+
+// NewStdioOn is NewStdio with a Terminal opened on the devpts instance
+// mounted at pts (a sandbox's own, reached from the host through its
+// init's root, so the process finds its terminal under its /dev/pts:
+// ttyname works), its slave owned by host uid owner (-1: left as is).
+func NewStdioOn(e Exec, pts string, owner int) (_ *Stdio, err error) {
 	s := &Stdio{}
 	defer func() {
 		if err != nil {
@@ -49,7 +56,7 @@ func NewStdio(e Exec) (_ *Stdio, err error) {
 		}
 	}()
 	if e.Terminal != nil {
-		if err := s.openTerminal(e); err != nil {
+		if err := s.openTerminal(e, pts, owner); err != nil {
 			return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open a terminal for the process")
 		}
 		return s, nil

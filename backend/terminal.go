@@ -2,17 +2,19 @@ package backend
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// openTerminal gives s a new pseudo-terminal of e.Terminal's size: the
-// slave is the process's stdin, stdout and stderr, the master is copied
-// from (to e.Stdout) and into (from e.Stdin).
-func (s *Stdio) openTerminal(e Exec) (err error) {
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+// openTerminal gives s a new pseudo-terminal of e.Terminal's size on
+// the devpts at pts: the slave (owned by owner unless -1) is the
+// process's stdin, stdout and stderr, the master is copied from (to
+// e.Stdout) and into (from e.Stdin).
+func (s *Stdio) openTerminal(e Exec, pts string, owner int) (err error) {
+	m, err := os.OpenFile(filepath.Join(pts, "ptmx"), os.O_RDWR|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -28,11 +30,16 @@ func (s *Stdio) openTerminal(e Exec) (err error) {
 	if err != nil {
 		return err
 	}
-	slave, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|unix.O_NOCTTY, 0)
+	slave, err := os.OpenFile(filepath.Join(pts, strconv.FormatUint(uint64(n), 10)), os.O_RDWR|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
 	s.child = append(s.child, slave)
+	if owner >= 0 {
+		if err := slave.Chown(owner, owner); err != nil {
+			return err
+		}
+	}
 	s.In, s.Out, s.Err = slave, slave, slave
 	cols, rows := e.Terminal.Cols, e.Terminal.Rows
 	if cols == 0 || rows == 0 {

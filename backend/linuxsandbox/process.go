@@ -86,7 +86,13 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 	if err := s.begin(); err != nil {
 		return nil, err
 	}
-	stdio, err := backend.NewStdio(e)
+	// A terminal is opened on the sandbox's own devpts, through the
+	// init's root, so the process finds it under its /dev/pts.
+	owner := -1
+	if s.p.slot != nil {
+		owner = s.p.slot.base + workloadID
+	}
+	stdio, err := backend.NewStdioOn(e, s.root()+"/dev/pts", owner)
 	if err != nil {
 		s.ops.Done()
 		return nil, err

@@ -242,9 +242,10 @@ func (s *Sandbox) freeze(ctx context.Context, frozen bool) error {
 // workspace is the host's path to the sandbox's /workspace: through the
 // init's root, so an overlay or a disk-limited workspace is seen as the
 // sandbox sees it.
-func (s *Sandbox) workspace() string {
-	return "/proc/" + strconv.Itoa(s.in.cmd.Process.Pid) + "/root" + WorkspaceMount
-}
+func (s *Sandbox) workspace() string { return s.root() + WorkspaceMount }
+
+// root is the host's path to the sandbox's root, through its init.
+func (s *Sandbox) root() string { return "/proc/" + strconv.Itoa(s.in.cmd.Process.Pid) + "/root" }
 
 // ReadFile implements backend.Sandbox.
 func (s *Sandbox) ReadFile(ctx context.Context, rel string, w io.Writer, limit int64) error {
