@@ -43,8 +43,9 @@ type Sandbox interface {
 	// a Terminal or TTY: a session) of its own, confined as the
 	// sandbox's workload is, and returns once it runs. Its timeout runs
 	// from here; ctx bounds only the start (a Start in a paused sandbox
-	// returns once the sandbox is resumed, or when ctx ends: then
-	// nothing was started). The error is non-nil only when the process
+	// returns once the sandbox is resumed, or when ctx ends with
+	// run.canceled: then the process never starts, or is killed as it
+	// does). The error is non-nil only when the process
 	// could not be started (job codes, as Run's: run.spawn_failed for a
 	// program that cannot be executed).
 	Start(ctx context.Context, e Exec) (Process, error)

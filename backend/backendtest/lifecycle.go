@@ -42,6 +42,7 @@ func Lifecycle(t *testing.T, newBackend Factory) {
 		{"WaitCanceledStopsTheProcess", waitCanceled},
 		{"CloseStdin", closeStdin},
 		{"Terminal", terminal},
+		{"StartWhilePausedHonoursCtx", startWhilePaused},
 		{"ConcurrentProcesses", concurrentProcesses},
 		{"PausedProcessMakesNoProgress", pausedProcess},
 		{"DeleteEndsStartedProcesses", deleteEndsProcesses},

@@ -135,6 +135,33 @@ func terminal(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	wantExit(t, wait(t, p), 0)
 }
 
+func startWhilePaused(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
+	if err := sb.Pause(context.Background()); err != nil {
+		if job.CodeOf(err) == job.CodeBackendUnavail {
+			t.Skipf("Pause: %v", err)
+		}
+		t.Fatalf("Pause: %v", err)
+	}
+	// Start waits for the sandbox to be resumed; only the cancel ends it.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+	}()
+	p, err := sb.Start(ctx, sh(`echo ran`))
+	if got, want := job.CodeOf(err), job.CodeRunCanceled; got != want {
+		t.Errorf("Start in a paused sandbox, canceled: %v (process %v), want code %s", err, p, want)
+	}
+	if err := sb.Resume(context.Background()); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	o, out, _ := lifeExec(t, sb, sh(`echo after`))
+	wantExit(t, o, 0)
+	if out != "after\n" {
+		t.Errorf("exec after Resume printed %q, want %q", out, "after\n")
+	}
+}
+
 func concurrentProcesses(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	// Each waits for the other's file: both end only if both run at once.
 	a, _, _ := start(t, sb, sh(`touch a.up; while [ ! -e b.up ]; do sleep 0.02; done`))
