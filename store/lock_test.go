@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type holder struct {
 	cmd   *exec.Cmd
 	line  string
 	stdin interface{ Close() error }
+	// stopped makes stop safe to call twice at once (a test's goroutine
+	// and its cleanup): exec.Cmd.Wait is not.
+	stopped sync.Once
 }
 
 func startHolder(t *testing.T, spec string) *holder {
@@ -65,8 +69,10 @@ func startHolder(t *testing.T, spec string) *holder {
 }
 
 func (h *holder) stop() {
-	h.stdin.Close()
-	h.cmd.Wait()
+	h.stopped.Do(func() {
+		h.stdin.Close()
+		h.cmd.Wait()
+	})
 }
 
 // TestOpenBesideAnOwner: any number of processes use a store another

@@ -181,7 +181,27 @@ func run(t *testing.T, ctx context.Context, what string, d time.Duration, action
 // until the expression holds or the step's time runs out.
 func waitJS(expr string) chromedp.Action {
 	guarded := "(() => { try { return !!(" + expr + "); } catch (e) { return false; } })()"
-	return chromedp.Poll(guarded, nil, chromedp.WithPollingInterval(50*time.Millisecond))
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for {
+			err := chromedp.Poll(guarded, nil, chromedp.WithPollingInterval(50*time.Millisecond)).Do(ctx)
+			// A navigation (a Navigate just before, or the page's own)
+			// destroys the context the poll was evaluating in: Chrome
+			// answers "Cannot find context with specified id" or
+			// "Execution context was destroyed". That is "not yet" too;
+			// poll again in the new document.
+			if err == nil || ctx.Err() != nil || !contextGone(err) {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// contextGone reports whether err is Chrome's answer to an evaluation in a
+// document a navigation replaced.
+func contextGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") || strings.Contains(msg, "Execution context was destroyed")
 }
 
 // text returns the text content of the first element matching sel.
