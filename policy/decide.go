@@ -48,7 +48,12 @@ type Decision struct {
 	// allowed command resolves to, a pinned digest checked on that file
 	// (see executables). Nil under exec_scope argv0.
 	Executables []string
-	Version     string
+	// DeniedPrograms, under allow_shell false, are the program names no
+	// process of the job may execute (ShellPrograms), whatever the
+	// exec_scope: the backend finds them in its view and refuses them at
+	// every exec. Nil with allow_shell.
+	DeniedPrograms []string
+	Version        string
 	Messages    []string
 }
 
@@ -113,6 +118,9 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 		return d, err
 	}
 	d.Env = env
+	if !p.AllowShell {
+		d.DeniedPrograms = ShellPrograms()
+	}
 	if every {
 		var msgs []string
 		d.Executables, msgs = executables(p, cfg, ran)

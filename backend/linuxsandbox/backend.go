@@ -85,7 +85,7 @@ func (b *Backend) Kind() string { return Kind }
 func (b *Backend) Capabilities() backend.Capabilities {
 	enforces := []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}
 	if landlockABI() > 0 {
-		enforces = append(enforces, job.LimitLandlock)
+		enforces = append(enforces, job.LimitLandlock, job.LimitShells)
 	}
 	if os.Getuid() == 0 {
 		enforces = append(enforces, job.LimitHostIDs, job.LimitDisk)
@@ -160,6 +160,9 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 	if err := execAllowAvailable(spec.Executables); err != nil {
 		return nil, err
 	}
+	if err := shellDenyAvailable(spec, b.allowUnenforced); err != nil {
+		return nil, err
+	}
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -215,6 +218,9 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
 		Executables: spec.Executables,
+	}
+	if landlockABI() > 0 {
+		p.cfg.DeniedPrograms = spec.DeniedPrograms
 	}
 	if err := checkHostMounts(p.cfg); err != nil {
 		return nil, err
@@ -286,6 +292,7 @@ func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, 
 	<-resDone
 	resR.Close()
 	out.Reason = <-reason
+	out.ExecDenials, out.ExecDenialsTotal = res.ExecDenials, res.ExecDenialsTotal
 	if cg != nil {
 		out.PeakMemoryBytes, out.CPUTime = cg.usage()
 		if cg.oomKilled() && out.Reason == "" {
@@ -375,7 +382,7 @@ func enforced(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDi
 			out.NotEnforced = append(out.NotEnforced, w.name)
 		}
 	}
-	return out
+	return shellWall(out, spec)
 }
 
 // boot starts the sandbox init in its namespaces with stdio and fd 4

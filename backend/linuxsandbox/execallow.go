@@ -49,9 +49,9 @@ func execAllowAvailable(executables []string) error {
 // the sandbox: EXECUTE (with read) on each file and on the interpreter
 // each ELF file names. A listed file the sandbox does not have grants
 // nothing.
-func execAllowRule(executables []string) (landlock.Rule, error) {
+func execAllowRule(executables []string) (pathRule, error) {
 	if landlockABI() == 0 {
-		return nil, errors.New("exec allow-list without Landlock")
+		return pathRule{}, errors.New("exec allow-list without Landlock")
 	}
 	var files []string
 	for _, p := range executables {
@@ -60,7 +60,7 @@ func execAllowRule(executables []string) (landlock.Rule, error) {
 		}
 		interp, err := elfInterpreter(p)
 		if err != nil {
-			return nil, fmt.Errorf("exec allow-list: %s: %w", p, err)
+			return pathRule{}, fmt.Errorf("exec allow-list: %s: %w", p, err)
 		}
 		files = append(files, p)
 		if interp != "" {
@@ -68,7 +68,7 @@ func execAllowRule(executables []string) (landlock.Rule, error) {
 		}
 	}
 	slices.Sort(files)
-	return landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSExecute|llsys.AccessFSReadFile), slices.Compact(files)...), nil
+	return pathRule{landlock.AccessFSSet(llsys.AccessFSExecute | llsys.AccessFSReadFile), slices.Compact(files)}, nil
 }
 
 // elfInterpreter returns the PT_INTERP of the ELF file at path, "" for a

@@ -96,10 +96,16 @@ func sandboxInit() initResult {
 	if err := loadSeccomp(); err != nil {
 		return fail("seccomp", err)
 	}
-	if cfg.Control {
-		return serveSandbox(cfg)
+	rec, err := recordExecs(cfg)
+	if err != nil {
+		return fail("exec-recorder", err)
 	}
-	return runWorkload(cfg)
+	if cfg.Control {
+		return serveSandbox(cfg, rec)
+	}
+	res := runWorkload(cfg)
+	res.ExecDenials, res.ExecDenialsTotal = rec.take(-1)
+	return res
 }
 
 // runWorkload starts the workload as the sandbox uid and reaps every

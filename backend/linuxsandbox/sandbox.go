@@ -251,6 +251,7 @@ func (s *Sandbox) Exec(ctx context.Context, e backend.Exec) (backend.Outcome, er
 		return out, job.Errorf(job.CodeRunSpawnFailed, "sandbox exec failed: %s", end.Error).With("argv0", e.Argv[0])
 	}
 	out.CPUTime = time.Duration(end.CPUNanos)
+	out.ExecDenials, out.ExecDenialsTotal = end.ExecDenials, end.ExecDenialsTotal
 	if s.in.cg != nil {
 		out.PeakMemoryBytes, _ = s.in.cg.usage()
 	}

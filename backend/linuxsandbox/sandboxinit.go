@@ -20,7 +20,7 @@ const ctlFD = 4
 // domain), reports each exit, reaps orphans, and when the runner's end
 // closes kills every process of the sandbox and returns. It runs on the
 // locked thread that dropped the capabilities: every fork happens here.
-func serveSandbox(cfg initConfig) initResult {
+func serveSandbox(cfg initConfig, rec *execRecorder) initResult {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
 	if err := ctlSend(ctlFD, ctlReply{Op: "ready"}); err != nil {
@@ -77,14 +77,15 @@ func serveSandbox(cfg initConfig) initResult {
 				_ = unix.Kill(-1, unix.SIGTERM)
 				continue
 			}
-			reapExecs(execs, groups)
+			reapExecs(execs, groups, rec)
 		}
 	}
 }
 
 // reapExecs reaps every child that has ended and reports the execs among
-// them; the others are orphans pid 1 adopted.
-func reapExecs(execs map[int]uint64, groups map[uint64]int) {
+// them, each with the denied execs of its process group (rec); the
+// others are orphans pid 1 adopted.
+func reapExecs(execs map[int]uint64, groups map[uint64]int, rec *execRecorder) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -102,6 +103,7 @@ func reapExecs(execs map[int]uint64, groups map[uint64]int) {
 		delete(execs, pid)
 		delete(groups, id)
 		rep := ctlReply{Op: "exit", ID: id, CPUNanos: ru.Utime.Nano() + ru.Stime.Nano()}
+		rep.ExecDenials, rep.ExecDenialsTotal = rec.take(pid)
 		if ws.Signaled() {
 			rep.Signal = int(ws.Signal())
 		} else {

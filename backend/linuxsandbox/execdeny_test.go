@@ -1,0 +1,92 @@
+package linuxsandbox_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/backend/backendtest"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
+)
+
+// shellAttack tries every way to a shell a python3 program has: the
+// view's shells by path and through os.system, a script whose #! is a
+// shell, a copy of the shell in /tmp, the shell through the ELF
+// interpreter, and a program that is no shell (id), which must run. Each
+// shell that runs prints "SHELL-RAN".
+const shellAttack = `
+import glob, os, shutil, subprocess
+ld = sorted(glob.glob("/lib64/ld-linux*.so*") + glob.glob("/lib/ld-linux*.so*"))[0]
+open("s.sh", "w").write("#!/bin/sh\necho SHELL-RAN script\n"); os.chmod("s.sh", 0o755)
+try:
+    shutil.copy("/bin/sh", "/tmp/sh"); os.chmod("/tmp/sh", 0o755)
+except OSError as e:
+    print("copy errno", e.errno)
+for what, argv in [("sh", ["/bin/sh", "-c", "echo SHELL-RAN sh"]),
+                   ("bash", ["bash", "-c", "echo SHELL-RAN bash"]),
+                   ("script", ["./s.sh"]),
+                   ("tmp-sh", ["/tmp/sh", "-c", "echo SHELL-RAN tmp"]),
+                   ("ld.so-sh", [ld, "/bin/sh", "-c", "echo SHELL-RAN ld.so"]),
+                   ("id", ["/usr/bin/id", "-u"])]:
+    try:
+        subprocess.run(argv, check=False)
+        print(what, "ran")
+    except OSError as e:
+        print(what, "errno", e.errno)
+print("system", os.system("echo SHELL-RAN system"))
+`
+
+// TestDeniedShells: with Spec.DeniedPrograms (policy.allow_shell false)
+// no process of the job executes or reads a shell, however it names one,
+// while other programs run; each refused exec is in Outcome.ExecDenials.
+// Without the list the same program reaches every shell.
+func TestDeniedShells(t *testing.T) {
+	b := sandbox(t)
+	backendtest.NeedLimit(t, b, job.LimitShells)
+	env := []string{"PATH=/usr/bin:/bin"}
+	out, errs, o := backendtest.Attack(t, b, shellAttack, func(s *backend.Spec) {
+		s.DeniedPrograms, s.Env = policy.ShellPrograms(), env
+	})
+	if strings.Contains(out+errs, "SHELL-RAN") {
+		t.Errorf("a shell ran under DeniedPrograms:\nstdout %s\nstderr %s", out, errs)
+	}
+	for _, want := range []string{"sh errno 13", "bash errno 13", "script errno 13", "copy errno 13", "id ran"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\nstdout %s\nstderr %s", want, out, errs)
+		}
+	}
+	if !slices.Contains(o.Enforced, job.LimitShells) {
+		t.Errorf("enforced = %q, want it to list %q", o.Enforced, job.LimitShells)
+	}
+	// os.system runs /bin/sh, by a path of its own.
+	paths := map[string]job.ExecDenial{}
+	for _, d := range o.ExecDenials {
+		paths[d.Path] = d
+	}
+	for _, want := range []string{"/bin/sh", "/workspace/s.sh"} {
+		if _, ok := paths[want]; !ok {
+			t.Errorf("exec denials %+v lack %s", o.ExecDenials, want)
+		}
+	}
+	if d := paths["/workspace/s.sh"]; d.Interpreter != "/bin/sh" || d.Argv0 != "./s.sh" || d.PID < 2 || d.Time.IsZero() {
+		t.Errorf("the script's denial = %+v, want interpreter /bin/sh, argv0 ./s.sh, a pid and a time", d)
+	}
+	if _, ok := paths["/usr/bin/id"]; ok {
+		t.Errorf("id, which ran, is recorded as denied: %+v", o.ExecDenials)
+	}
+	if o.ExecDenialsTotal != len(o.ExecDenials) || o.ExecDenialsTotal < 4 {
+		t.Errorf("exec denials total %d for %d recorded, want at least 4 (sh, bash, script, system)", o.ExecDenialsTotal, len(o.ExecDenials))
+	}
+
+	out, errs, o = backendtest.Attack(t, sandbox(t), shellAttack, func(s *backend.Spec) { s.Env = env })
+	for _, want := range []string{"SHELL-RAN sh", "SHELL-RAN bash", "SHELL-RAN script", "SHELL-RAN tmp", "SHELL-RAN ld.so", "SHELL-RAN system"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("without DeniedPrograms %q is missing (the denial must be the policy's, not the sandbox's):\nstdout %s\nstderr %s", want, out, errs)
+		}
+	}
+	if len(o.ExecDenials) != 0 || slices.Contains(o.Enforced, job.LimitShells) {
+		t.Errorf("without DeniedPrograms: denials %+v, enforced %q", o.ExecDenials, o.Enforced)
+	}
+}
