@@ -174,7 +174,12 @@ func (d deniedSet) rulesAround(rights landlock.AccessFSSet, roots []string) []pa
 // operator runs with unenforced limits (allowUnenforced): then the job
 // runs and lists job.LimitShells as not enforced.
 func shellDenyAvailable(spec backend.Spec, allowUnenforced bool) error {
-	if spec.DeniedPrograms == nil || landlockABI() > 0 || allowUnenforced {
+	return shellDenyOn(landlockABI(), spec, allowUnenforced)
+}
+
+// shellDenyOn is shellDenyAvailable on a kernel of Landlock ABI abi.
+func shellDenyOn(abi int, spec backend.Spec, allowUnenforced bool) error {
+	if spec.DeniedPrograms == nil || abi > 0 || allowUnenforced {
 		return nil
 	}
 	return job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot keep every process of the job from executing a shell (policy.allow_shell false): this kernel has no Landlock; set allow_shell, or run with --allow-unenforced-limits to check the command line only").

@@ -1,6 +1,7 @@
 package linuxsandbox_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -88,5 +89,32 @@ func TestDeniedShells(t *testing.T) {
 	}
 	if len(o.ExecDenials) != 0 || slices.Contains(o.Enforced, job.LimitShells) {
 		t.Errorf("without DeniedPrograms: denials %+v, enforced %q", o.ExecDenials, o.Enforced)
+	}
+}
+
+// TestDeniedShellsInKeptSandbox: in a kept sandbox each Exec's outcome
+// carries the refused execs of its own process group, and only those.
+func TestDeniedShellsInKeptSandbox(t *testing.T) {
+	b := sandbox(t)
+	backendtest.NeedLimit(t, b, job.LimitShells)
+	spec, _, _ := backendtest.Spec(t, "/bin/true")
+	spec.DeniedPrograms = policy.ShellPrograms()
+	ctx := context.Background()
+	s, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Delete(ctx)
+	var stdout strings.Builder
+	o, err := s.Exec(ctx, backend.Exec{Argv: []string{"/usr/bin/python3", "-c", "import os; print(os.system('echo SHELL-RAN'))"}, Stdout: &stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String(), "SHELL-RAN") || len(o.ExecDenials) != 1 || o.ExecDenials[0].Path != "/bin/sh" || o.ExecDenialsTotal != 1 {
+		t.Errorf("exec of os.system: stdout %q, denials %+v (total %d), want /bin/sh refused once", stdout.String(), o.ExecDenials, o.ExecDenialsTotal)
+	}
+	o, err = s.Exec(ctx, backend.Exec{Argv: []string{"/usr/bin/id", "-u"}})
+	if err != nil || len(o.ExecDenials) != 0 || o.ExecDenialsTotal != 0 {
+		t.Errorf("a later exec that refused nothing: denials %+v (total %d), err %v, want none", o.ExecDenials, o.ExecDenialsTotal, err)
 	}
 }
