@@ -54,7 +54,7 @@ type Decision struct {
 	// every exec. Nil with allow_shell.
 	DeniedPrograms []string
 	Version        string
-	Messages    []string
+	Messages       []string
 }
 
 // Decide applies req.Policy (and cfg) to req. It returns a *job.Error with a
