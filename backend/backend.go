@@ -78,6 +78,12 @@ type Spec struct {
 	// Spec to any other (backend.unavailable), and a backend that cannot
 	// enforce it at run time refuses it too, never running without.
 	Executables []string
+	// Pinned, under Executables, is the file each listed path whose
+	// sha256 the policy pinned was when it was hashed: a backend grants
+	// such a path only if it is still that file (same identity), and
+	// fails the Spec otherwise, so the digest holds for the very file
+	// the workload may execute.
+	Pinned map[string]FileIdentity
 	// DeniedPrograms, when non-nil, are program names (basenames: the
 	// policy's shells, busybox) no process of the workload may execute,
 	// found in the backend's view and compared by file (device and

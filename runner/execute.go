@@ -266,7 +266,7 @@ func (e *execution) run(ctx context.Context) error {
 		Stdout: e.stdout,
 		Stderr: e.stderr,
 	}
-	spec.Executables, spec.DeniedPrograms = dec.Executables, dec.DeniedPrograms
+	spec.Executables, spec.Pinned, spec.DeniedPrograms = dec.Executables, dec.Pinned, dec.DeniedPrograms
 	if e.req.Policy.Network == job.NetworkAllowlist {
 		bridge, stop, err := e.openEgress(ctx, rules)
 		if err != nil {

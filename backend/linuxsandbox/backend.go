@@ -217,7 +217,7 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
-		Executables: spec.Executables,
+		Executables: spec.Executables, Pinned: spec.Pinned,
 	}
 	if landlockABI() > 0 {
 		p.cfg.DeniedPrograms = spec.DeniedPrograms

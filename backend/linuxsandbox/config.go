@@ -1,6 +1,9 @@
 package linuxsandbox
 
-import "github.com/agent-runner/agent-runner/job"
+import (
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+)
 
 // initConfig is what the runner sends the sandbox init over its config
 // pipe (fd 3) after placing it in its cgroups.
@@ -50,6 +53,9 @@ type initConfig struct {
 	// execute, with the ELF interpreters they name (execallow.go); no
 	// omitempty: an empty list still confines.
 	Executables []string `json:"executables"`
+	// Pinned are the identities of the Executables whose digest the
+	// policy checked: granted only if still those files (execallow.go).
+	Pinned map[string]backend.FileIdentity `json:"pinned,omitempty"`
 	// DeniedPrograms, when set, are program names the workload may
 	// neither execute nor read, found in the view (execdeny.go); set
 	// only where Landlock can hold them.

@@ -81,7 +81,7 @@ func restrictLandlock(cfg initConfig) error {
 	x := landlock.AccessFSSet(llsys.AccessFSExecute)
 	var allowed []pathRule
 	roRules := func(rights landlock.AccessFSSet, roots []string) []pathRule {
-		return []pathRule{{rights, roots}}
+		return []pathRule{{access: rights, paths: roots}}
 	}
 	rwRules := roRules
 	if cfg.DeniedPrograms != nil && cfg.Executables == nil {
@@ -90,7 +90,7 @@ func restrictLandlock(cfg initConfig) error {
 		roRules, rwRules = d.rulesAround, d.rulesAround
 	}
 	if cfg.Executables != nil {
-		r, err := execAllowRule(cfg.Executables)
+		r, err := execAllowRule(cfg.Executables, cfg.Pinned)
 		if err != nil {
 			return err
 		}
@@ -102,9 +102,9 @@ func restrictLandlock(cfg initConfig) error {
 	}
 	rules := []pathRule{
 		// "/" may be listed (its entries are the view itself), not read.
-		{landlock.AccessFSSet(llsys.AccessFSReadDir), []string{"/"}},
-		{readFiles | writeFiles | x, devices},
-		{readFiles | x, []string{"/dev/random", "/dev/urandom"}},
+		{access: landlock.AccessFSSet(llsys.AccessFSReadDir), paths: []string{"/"}},
+		{access: readFiles | writeFiles | x, paths: devices},
+		{access: readFiles | x, paths: []string{"/dev/random", "/dev/urandom"}},
 	}
 	rules = append(rules, roRules(readDirs|x, ro)...)
 	rules = append(rules, rwRules(readDirs|writeDirs|x, rw)...)

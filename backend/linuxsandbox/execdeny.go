@@ -166,7 +166,7 @@ func (d deniedSet) rulesAround(rights landlock.AccessFSSet, roots []string) []pa
 		}
 		d.grantAround(real, &g)
 	}
-	return []pathRule{{rights, g.dirs}, {rights & fileRights, g.files}, {rights &^ fileRights, g.listed}}
+	return []pathRule{{access: rights, paths: g.dirs}, {access: rights & fileRights, paths: g.files}, {access: rights &^ fileRights, paths: g.listed}}
 }
 
 // shellDenyAvailable refuses denied programs on a kernel without

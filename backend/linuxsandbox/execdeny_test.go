@@ -2,9 +2,13 @@ package linuxsandbox_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/backendtest"
@@ -116,5 +120,56 @@ func TestDeniedShellsInKeptSandbox(t *testing.T) {
 	o, err = s.Exec(ctx, backend.Exec{Argv: []string{"/usr/bin/id", "-u"}})
 	if err != nil || len(o.ExecDenials) != 0 || o.ExecDenialsTotal != 0 {
 		t.Errorf("a later exec that refused nothing: denials %+v (total %d), err %v, want none", o.ExecDenials, o.ExecDenialsTotal, err)
+	}
+}
+
+// TestPinnedExecutableIsTheFileGranted: under an exec allow-list, a
+// pinned program is granted only while it is the file the policy hashed
+// (Spec.Pinned): the same path renamed over by another file (a package
+// upgrade, or someone racing the job) fails the sandbox's setup instead
+// of granting the new file.
+func TestPinnedExecutableIsTheFileGranted(t *testing.T) {
+	b := sandbox(t)
+	backendtest.NeedLimit(t, b, job.LimitLandlock)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		os.Chmod(d, 0o755)
+	}
+	prog := filepath.Join(dir, "prog")
+	install := func() backend.FileIdentity {
+		data, err := os.ReadFile("/usr/bin/id")
+		if err != nil {
+			t.Skipf("no /usr/bin/id to copy: %v", err)
+		}
+		if err := os.WriteFile(prog+".new", data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(prog+".new", prog); err != nil {
+			t.Fatal(err)
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(prog, &st); err != nil {
+			t.Fatal(err)
+		}
+		return backend.FileIdentity{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}
+	}
+	hashed := install()
+	run := func() (string, backend.Outcome, error) {
+		spec, out, _ := backendtest.Spec(t, prog, "-u")
+		spec.ReadOnly, spec.Executables = []string{dir}, []string{prog}
+		spec.Pinned = map[string]backend.FileIdentity{prog: hashed}
+		o, err := b.Run(context.Background(), spec)
+		return out.String(), o, err
+	}
+	if out, o, err := run(); err != nil || o.ExitCode == nil || *o.ExitCode != 0 || out == "" {
+		t.Fatalf("the pinned file itself: %q %+v %v, want it to run", out, o, err)
+	}
+	install()
+	out, o, err := run()
+	if err == nil || job.CodeOf(err) != job.CodeBackendSetupFailed || !strings.Contains(err.Error(), "pinned") {
+		t.Errorf("a file renamed over the pinned one: %q %+v, err %v, want %s naming the pinned file", out, o, err, job.CodeBackendSetupFailed)
+	}
+	if out != "" {
+		t.Errorf("the replaced program ran: %q", out)
 	}
 }

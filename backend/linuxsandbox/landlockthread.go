@@ -6,6 +6,8 @@ import (
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-runner/agent-runner/backend"
 )
 
 // The sandbox's Landlock domain is put on the init's locked thread only,
@@ -19,10 +21,12 @@ import (
 // read the workload's exec path (execnotify.go).
 
 // pathRule grants access beneath each of paths (on a file, only the
-// rights a file can take).
+// rights a file can take). A path in pinned is granted only if the file
+// it opens is still of that identity.
 type pathRule struct {
 	access landlock.AccessFSSet
 	paths  []string
+	pinned map[string]backend.FileIdentity
 }
 
 // handledFS are the filesystem rights Landlock ABI abi knows, all of
@@ -61,7 +65,8 @@ func restrictThread(rules []pathRule) error {
 			continue
 		}
 		for _, p := range r.paths {
-			if err := addPathRule(fd, p, access); err != nil {
+			want, pinned := r.pinned[p]
+			if err := addPathRule(fd, p, access, pinned, want); err != nil {
 				return err
 			}
 		}
@@ -75,15 +80,31 @@ func restrictThread(rules []pathRule) error {
 	return nil
 }
 
-func addPathRule(ruleset int, path string, access landlock.AccessFSSet) error {
+// addPathRule grants access on path, checking first, when pinned, that
+// the file opened is of identity want.
+func addPathRule(ruleset int, path string, access landlock.AccessFSSet, pinned bool, want backend.FileIdentity) error {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("landlock rule for %s: %w", path, err)
 	}
 	defer unix.Close(fd)
+	if pinned {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("pinned %s: %w", path, err)
+		}
+		if got := fileIdentity(&st); got != want {
+			return fmt.Errorf("pinned %s is no longer the file whose sha256 the policy checked (%+v, now %+v)", path, want, got)
+		}
+	}
 	err = llsys.LandlockAddPathBeneathRule(ruleset, &llsys.PathBeneathAttr{AllowedAccess: uint64(access), ParentFd: fd}, 0)
 	if err != nil {
 		return fmt.Errorf("landlock rule for %s (%v): %w", path, access, err)
 	}
 	return nil
+}
+
+// fileIdentity is backend.FileIdentity of st.
+func fileIdentity(st *unix.Stat_t) backend.FileIdentity {
+	return backend.FileIdentity{Dev: uint64(st.Dev), Ino: st.Ino, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}
 }
