@@ -72,3 +72,26 @@ func TestShellDeniedAtEveryExec(t *testing.T) {
 		})
 	}
 }
+
+// TestExecScopeRecordsDenials: under exec_scope every_process an exec
+// off the list is refused and recorded like a shell: find's -exec of id,
+// which allow_shell does not concern, is in exec_denials.
+func TestExecScopeRecordsDenials(t *testing.T) {
+	r, ws := rootSandboxRunner(t, job.LimitLandlock, nil)
+	if _, err := exec.LookPath("find"); err != nil {
+		t.Skip("find is not installed here")
+	}
+	req := job.Request{
+		Workspace: job.Workspace{Path: ws},
+		Command:   job.Command{Argv: []string{"find", ".", "-maxdepth", "0", "-exec", "/usr/bin/id", ";"}},
+		Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: "find"}}, ExecScope: job.ExecScopeEveryProcess},
+		Limits:    job.Limits{TimeoutMS: 60_000},
+	}
+	res := run(t, r, req)
+	if strings.Contains(res.Stdout.Text, "uid=") {
+		t.Errorf("id ran under every_process: %s", res.Stdout.Text)
+	}
+	if len(res.ExecDenials) != 1 || res.ExecDenials[0].Path != "/usr/bin/id" || res.ExecDenials[0].Argv0 != "/usr/bin/id" || res.ExecDenialsTotal != 1 {
+		t.Errorf("exec_denials = %+v (total %d), want /usr/bin/id once", res.ExecDenials, res.ExecDenialsTotal)
+	}
+}
