@@ -20,11 +20,11 @@ import (
 // them: the init finds them in the view's program directories by name
 // (deniedFiles; links followed to the real files, which are known by
 // device and inode), and every read-only or writable root that holds one
-// of them, or holds a program directory, is granted entry by entry down
-// to them (grantAround): a directory that holds none is granted whole,
-// a file is granted unless it is a denied file under any name (a hard
-// link), symbolic links are skipped (what they name is granted where it
-// lies). A denied file is then neither executable (execve, a script's #!
+// of them is granted entry by entry down to them (grantAround): a
+// directory that holds none is granted whole, a file is granted unless
+// it is a denied file under any name (a hard link in the same
+// directory), symbolic links are skipped (what they name is granted
+// where it lies). A denied file is then neither executable (execve, a script's #!
 // interpreter, the ELF interpreter of another program) nor readable, so
 // it cannot be copied to a writable place or run through the ELF
 // interpreter (ld.so /bin/sh) either.
@@ -40,12 +40,10 @@ type fileID struct{ dev, ino uint64 }
 func idOf(st *unix.Stat_t) fileID { return fileID{uint64(st.Dev), st.Ino} }
 
 // deniedSet is what the workload may not execute: the denied files, by
-// identity and by real path, and the directories whose every entry is
-// checked against them.
+// identity and by real path.
 type deniedSet struct {
 	ids   map[fileID]string
 	paths []string
-	scan  []string
 }
 
 // deniedFiles finds names in dirs (the view's program directories and
@@ -57,7 +55,6 @@ func deniedFiles(names, dirs []string) deniedSet {
 		if err != nil {
 			continue
 		}
-		d.scan = append(d.scan, real)
 		for _, n := range names {
 			p, err := filepath.EvalSymlinks(filepath.Join(real, n))
 			if err != nil {
@@ -71,8 +68,6 @@ func deniedFiles(names, dirs []string) deniedSet {
 			d.paths = append(d.paths, p)
 		}
 	}
-	slices.Sort(d.scan)
-	d.scan = slices.Compact(d.scan)
 	slices.Sort(d.paths)
 	d.paths = slices.Compact(d.paths)
 	return d
@@ -95,13 +90,11 @@ func denyDirs(env []string) []string {
 }
 
 // holds reports whether dir must be granted entry by entry: a denied
-// file or a scanned directory lies at or below it.
+// file lies at or below it.
 func (d deniedSet) holds(dir string) bool {
-	for _, list := range [][]string{d.paths, d.scan} {
-		for _, p := range list {
-			if p == dir || dir == "/" || strings.HasPrefix(p, dir+"/") {
-				return true
-			}
+	for _, p := range d.paths {
+		if p == dir || dir == "/" || strings.HasPrefix(p, dir+"/") {
+			return true
 		}
 	}
 	return false
@@ -156,15 +149,13 @@ func (d deniedSet) grantAround(root string, g *grants) {
 // directory.
 const fileRights = landlock.AccessFSSet(llsys.AccessFSExecute | llsys.AccessFSReadFile | llsys.AccessFSWriteFile | llsys.AccessFSTruncate)
 
-// rulesAround grants rights on roots but the denied files.
+// rulesAround grants rights on roots but the denied files. Roots are
+// resolved first, and one below another is left to it (/bin is /usr/bin
+// on a merged /usr, granted with /usr).
 func (d deniedSet) rulesAround(rights landlock.AccessFSSet, roots []string) []pathRule {
 	var g grants
-	for _, r := range roots {
-		real, err := filepath.EvalSymlinks(r)
-		if err != nil {
-			continue
-		}
-		d.grantAround(real, &g)
+	for _, r := range outermost(roots) {
+		d.grantAround(r, &g)
 	}
 	return []pathRule{{access: rights, paths: g.dirs}, {access: rights & fileRights, paths: g.files}, {access: rights &^ fileRights, paths: g.listed}}
 }
@@ -194,6 +185,25 @@ func shellWall(out backend.Outcome, spec backend.Spec) backend.Outcome {
 		out.Enforced = append(out.Enforced, job.LimitShells)
 	default:
 		out.NotEnforced = append(out.NotEnforced, job.LimitShells)
+	}
+	return out
+}
+
+// outermost resolves roots and keeps those no other lies above.
+func outermost(roots []string) []string {
+	var real []string
+	for _, r := range roots {
+		if p, err := filepath.EvalSymlinks(r); err == nil {
+			real = append(real, p)
+		}
+	}
+	slices.Sort(real)
+	var out []string
+	for _, p := range slices.Compact(real) {
+		if len(out) > 0 && (out[len(out)-1] == "/" || strings.HasPrefix(p, out[len(out)-1]+"/")) {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }

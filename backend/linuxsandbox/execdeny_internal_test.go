@@ -171,3 +171,15 @@ func BenchmarkGrantAroundView(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "rules")
 }
+
+// TestOutermost: roots are resolved, and a root below another (a merged
+// /usr's /bin) is left to it, so no directory is walked twice.
+func TestOutermost(t *testing.T) {
+	root := denyTree(t)
+	at := func(p string) string { return filepath.Join(root, p) }
+	os.Symlink("usr/bin", at("bin"))
+	got := outermost([]string{at("bin"), at("usr"), at("etc"), at("usr/lib"), at("missing"), at("usr")})
+	if want := []string{at("etc"), at("usr")}; !cmp.Equal(got, want) {
+		t.Errorf("outermost = %q, want %q", got, want)
+	}
+}

@@ -1,6 +1,7 @@
 package linuxsandbox
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -126,11 +127,11 @@ func (r *execRecorder) serve(fd int) {
 // cannot be read.
 func (r *execRecorder) look(fd int, n *seccompNotif) (groupDenial, bool) {
 	pid := int(n.pid)
-	mem, err := os.Open("/proc/" + strconv.Itoa(pid) + "/mem")
+	mem, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/mem", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return groupDenial{}, false
 	}
-	defer mem.Close()
+	defer unix.Close(mem)
 	dirfd, pathAt, argvAt, emptyPath := unix.AT_FDCWD, n.args[0], n.args[1], false
 	if n.nr != int32(unix.SYS_EXECVE) {
 		dirfd, pathAt, argvAt = int(int32(n.args[0])), n.args[1], n.args[2]
@@ -142,7 +143,7 @@ func (r *execRecorder) look(fd int, n *seccompNotif) (groupDenial, bool) {
 	}
 	var argv0 string
 	var ptr [8]byte
-	if _, err := mem.ReadAt(ptr[:], int64(argvAt)); err == nil {
+	if n, err := unix.Pread(mem, ptr[:], int64(argvAt)); err == nil && n == len(ptr) {
 		if p := binary.NativeEndian.Uint64(ptr[:]); p != 0 {
 			argv0, _ = readString(mem, p, 256)
 		}
@@ -164,17 +165,20 @@ func (r *execRecorder) look(fd int, n *seccompNotif) (groupDenial, bool) {
 }
 
 // readString reads a NUL-terminated string of at most max bytes at addr
-// of the process whose memory mem is.
-func readString(mem *os.File, addr uint64, max int) (string, error) {
+// of the process whose memory the descriptor mem is.
+func readString(mem int, addr uint64, max int) (string, error) {
 	var b []byte
 	buf := make([]byte, 256)
 	for len(b) < max {
-		n, err := mem.ReadAt(buf, int64(addr)+int64(len(b)))
-		if i := strings.IndexByte(string(buf[:n]), 0); i >= 0 {
-			return string(append(b, buf[:i]...)), nil
-		}
-		if err != nil && n == 0 {
+		n, err := unix.Pread(mem, buf, int64(addr)+int64(len(b)))
+		if n <= 0 {
+			if err == nil {
+				err = fmt.Errorf("no string at %#x", addr)
+			}
 			return "", err
+		}
+		if i := bytes.IndexByte(buf[:n], 0); i >= 0 {
+			return string(append(b, buf[:i]...)), nil
 		}
 		b = append(b, buf[:n]...)
 	}

@@ -2,13 +2,13 @@ package linuxsandbox
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -21,11 +21,18 @@ type execJudge struct {
 	// that run.
 	deny  map[fileID]string
 	allow map[fileID]bool
+	// plain are files judged to run that are no script, by identity (so
+	// a rewritten file is judged anew): a program executed again is not
+	// read again. Only the recorder's goroutine uses it.
+	plain map[backend.FileIdentity]bool
 }
+
+// maxPlain bounds execJudge.plain.
+const maxPlain = 4096
 
 // newExecJudge resolves cfg's lists in the sandbox's view.
 func newExecJudge(cfg initConfig) execJudge {
-	var j execJudge
+	j := execJudge{plain: map[backend.FileIdentity]bool{}}
 	if cfg.DeniedPrograms != nil {
 		j.deny = deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.Env)).ids
 	}
@@ -67,8 +74,15 @@ func (j execJudge) denied(path string) (interp string, refused bool) {
 			}
 			return p, true
 		}
+		id := fileIdentity(&st)
+		if j.plain[id] {
+			return "", false
+		}
 		next := shebang(p)
 		if next == "" {
+			if p == path && j.plain != nil && len(j.plain) < maxPlain {
+				j.plain[id] = true
+			}
 			return "", false
 		}
 		p = next
@@ -87,16 +101,20 @@ func (j execJudge) refuses(id fileID) bool {
 // path, "" for anything else; it never blocks (a FIFO is not opened for
 // reading).
 func shebang(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return ""
 	}
 	buf := make([]byte, 256)
-	n, _ := f.Read(buf)
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil || n < 2 {
+		return ""
+	}
 	line, _, _ := bytes.Cut(buf[:n], []byte("\n"))
 	rest, ok := bytes.CutPrefix(line, []byte("#!"))
 	if !ok {
