@@ -28,10 +28,13 @@ import (
 // process that changes the path between the two (TOCTOU) changes only
 // the record, never what is enforced.
 //
-// The notifications are answered by a goroutine of the init, while the
-// init's locked thread may be inside vfork for the very exec in
-// question (Go's ForkExec): the init keeps a spare P for it (GOMAXPROCS
-// of at least 2), or the two would wait for each other.
+// The notifications are answered by a goroutine of the init, which runs
+// outside the Landlock domain of the init's locked thread (Landlock lets
+// only a process's own domain or an enclosing one read its memory;
+// landlockthread.go), while that locked thread may be inside vfork for
+// the very exec in question (Go's ForkExec): the init keeps a spare P
+// for the goroutine (GOMAXPROCS of at least 2), or the two would wait
+// for each other.
 
 // seccompNotif is struct seccomp_notif.
 type seccompNotif struct {
