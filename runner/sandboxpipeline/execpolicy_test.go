@@ -1,12 +1,14 @@
 package sandboxpipeline_test
 
 import (
+	"encoding/json"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/docs/schemas"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -59,6 +61,9 @@ func TestShellDeniedAtEveryExec(t *testing.T) {
 			}
 			if d := res.ExecDenials[shell]; d.PID == 0 || d.Time.IsZero() {
 				t.Errorf("denial %+v lacks its pid or time", d)
+			}
+			if b, _ := json.Marshal(res); schemas.ValidateResult(b) != nil {
+				t.Errorf("result with exec_denials does not match the result schema: %v\n%s", schemas.ValidateResult(b), b)
 			}
 
 			req.Policy.AllowShell = true
