@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -32,9 +33,30 @@ import (
 // outside the Landlock domain of the init's locked thread (Landlock lets
 // only a process's own domain or an enclosing one read its memory;
 // landlockthread.go), while that locked thread may be inside vfork for
-// the very exec in question (Go's ForkExec): the init keeps a spare P
-// for the goroutine (GOMAXPROCS of at least 2), or the two would wait
-// for each other.
+// the very exec in question (Go's ForkExec): the init keeps spare Ps
+// for the goroutine (GOMAXPROCS of at least minProcs, fixed), or the two
+// would wait for each other.
+
+// execGCPause stops garbage collection until the function it returns
+// is called, for a fork of the init's locked thread: Go forks with vfork,
+// which holds the thread (and its P) until the child's exec is done; that
+// exec waits for the recorder's goroutine, and a collection that began
+// meanwhile would stop the world, the goroutine with it, and wait for the
+// held P forever. SetGCPercent(-1) returns only once no collection runs.
+func execGCPause() func() {
+	if !recording {
+		return func() {}
+	}
+	old := debug.SetGCPercent(-1)
+	return func() { debug.SetGCPercent(old) }
+}
+
+// recording is set in an init that records execs.
+var recording bool
+
+// minProcs is the init's least GOMAXPROCS while it records execs: the
+// locked thread, the recorder, and room for the runtime's own work.
+const minProcs = 4
 
 // seccompNotif is struct seccomp_notif.
 type seccompNotif struct {
@@ -97,9 +119,12 @@ func recordExecs(cfg initConfig) (*execRecorder, error) {
 		return nil, fmt.Errorf("load the exec notification filter: %w", e)
 	}
 	unix.CloseOnExec(int(fd))
-	if runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
+	// Set, not left to the runtime, which would lower it to the job's
+	// CPU limit once the init is in its cgroup (one CPU: one P, held by
+	// the locked thread in vfork, and the exec it waits for never
+	// answered).
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), minProcs))
+	recording = true
 	go rec.serve(int(fd))
 	return rec, nil
 }
