@@ -182,7 +182,7 @@ func stop(s *server, sig syscall.Signal) {
 // cmdHTTP makes a request to the script's serve with its token, prints
 // the response body on stdout and checks the status.
 //
-//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] METHOD PATH [BODYFILE]
+//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] [-header="Name: value"] METHOD PATH [BODYFILE]
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("http", flag.ContinueOnError)
 	want := fs.Int("status", 0, "wanted status (0: any 2xx)")
@@ -190,6 +190,7 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	token := fs.String("token", "\x00", "bearer token (default $AGENT_RUNNER_TOKEN; empty: none)")
 	origin := fs.String("origin", "", "Origin header")
 	host := fs.String("host", "", "Host header")
+	header := fs.String("header", "", "one more header, \"Name: value\"")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() < 2 || fs.NArg() > 3 {
 		ts.Fatalf("usage: http [flags] METHOD PATH [BODYFILE]")
@@ -217,6 +218,13 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if *host != "" {
 		req.Host = *host
+	}
+	if *header != "" {
+		name, value, ok := strings.Cut(*header, ":")
+		if !ok {
+			ts.Fatalf("http -header %q: want \"Name: value\"", *header)
+		}
+		req.Header.Set(strings.TrimSpace(name), strings.TrimSpace(value))
 	}
 	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
 	ts.Check(err)

@@ -8,7 +8,10 @@
 //	model     the model-client interface, a mock, OpenAI and Anthropic clients
 //	loop      the agent loop (model <-> gateway) and conversation.json
 //	launch    scripted runs and run directories (runs/<uuid>/)
-//	agentapi  serve's capability-runs door (/v1/agent-runs) over launch and loop
+//	runs      serve's capability-run service over launch and loop: launch,
+//	          background runs, statuses, records in the store, retention
+//
+// door/agentapi is the HTTP door (/v1/agent-runs) over runs.
 //
 // Subprocess tools never spawn processes themselves: they become job
 // requests run by the runner pipeline.

@@ -6,10 +6,11 @@
 // exec.
 //
 // A backend that keeps sandboxes also implements Sandboxes (sandbox.go):
-// Create a sandbox from a Spec, then Exec many processes in it, read and
-// write its workspace files (ReadWorkspaceFile, WriteWorkspaceFile: the
-// safecopy rules), Pause and Resume it, and Delete it. Run stays the
-// one-shot path.
+// Create a sandbox from a Spec, then Start processes in it (Process:
+// Wait, Signal, Resize, CloseStdin; the runner's side of their stdio is
+// Stdio), read and write its workspace files (ReadWorkspaceFile,
+// WriteWorkspaceFile: the safecopy rules), Pause and Resume it, and
+// Delete it. Such a backend's Run is Create, one Start and Wait, Delete.
 package backend
 
 import (
@@ -129,7 +130,7 @@ type Spec struct {
 	// reads from /dev/null. Used by interactive task shells. An *os.File
 	// is handed to the process as is; any other reader is copied through
 	// a pipe, and Run returns when the process ends whether or not the
-	// reader reached EOF (see StdinFile).
+	// reader reached EOF (see Stdio).
 	Stdin io.Reader
 	// TTY asks for a controlling terminal (interactive shells only).
 	TTY bool

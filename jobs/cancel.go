@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
 
@@ -34,7 +34,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 	if rec.Status == job.StatusQueued || orphaned {
 		if req, err := st.ReadRequest(id); err == nil {
 			res := s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunCanceled, "job was canceled before it started"), rec.Attempt)
-			if err := s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: res.Status}); err != nil {
+			if err := s.publishStatus(id, res.Status, 0); err != nil {
 				s.log.Warn("cannot publish a cancel's status event", telemetry.KeyJobID, id, "error", err)
 			}
 			s.cfg.Observer.Finished(res)
@@ -54,8 +54,22 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 	}
 	wctx, stop := context.WithTimeout(ctx, cancelWait)
 	defer stop()
-	_ = s.cfg.Queue.WaitTerminal(wctx, id, func() bool { return s.finished(id) })
+	_ = s.waitTerminal(wctx, id, func() bool { return s.finished(id) })
 	return s.Get(ctx, id, 0)
+}
+
+// endAbandoned records run.interrupted for a run left "running" by a
+// process that died with no queue message to run it again: a task's step
+// (runs/<task_id>.agent), or a run of `agent-runner run`. Its record
+// would otherwise read as running forever and no retention would take it.
+func (s *Service) endAbandoned(id string, rec store.StatusRecord) {
+	req, err := s.Store().ReadRequest(id)
+	if err != nil {
+		s.log.Warn("cannot end a run its process abandoned: no request", telemetry.KeyJobID, id, "error", err)
+		return
+	}
+	s.cfg.Runner.Terminate(req, job.Errorf(job.CodeRunInterrupted, "the process running it stopped before it finished, and nothing runs it again"), rec.Attempt)
+	s.log.Warn("ended a run its process abandoned", telemetry.KeyJobID, id)
 }
 
 // DropUnqueued removes the records of submits that were cut off between
@@ -64,8 +78,9 @@ func (s *Service) Cancel(ctx context.Context, id string) (View, error) {
 // is queued, with no result and no message in the queue. Without this such
 // a job would read as queued forever. serve calls it at startup, before it
 // accepts requests, and only with its own embedded queue: with a shared
-// external one another node may be mid-submit. It returns the ids it
-// removed.
+// external one another node may be mid-submit. A run left "running" with
+// its lock free and no message in the queue is ended run.interrupted
+// (endAbandoned). It returns the ids it removed.
 func (s *Service) DropUnqueued(ctx context.Context) ([]string, error) {
 	st := s.Store()
 	ids, err := st.List()
@@ -78,12 +93,21 @@ func (s *Service) DropUnqueued(ctx context.Context) ([]string, error) {
 			continue
 		}
 		rec, err := st.ReadStatus(id)
-		if err != nil || rec.Status != job.StatusQueued {
+		if err != nil || (rec.Status != job.StatusQueued && rec.Status != job.StatusRunning) {
 			continue
+		}
+		if rec.Status == job.StatusRunning && st.RunLocked(id) {
+			continue // a process of this store is running it now
 		}
 		queued, err := s.cfg.Queue.Queued(ctx, id)
 		if err != nil {
 			return dropped, err
+		}
+		if rec.Status == job.StatusRunning {
+			if !queued {
+				s.endAbandoned(id, rec)
+			}
+			continue
 		}
 		if !queued {
 			if err := st.Remove(id); err != nil {

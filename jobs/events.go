@@ -1,8 +1,10 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -15,11 +17,12 @@ import (
 // after it (not before), so no change falls between the two.
 const EventReady = "ready"
 
-// Event is one live job event as every door sends it (SSE data line,
-// WebSocket message); FollowAll also sends agent tasks' state changes
-// (type queue.EventTaskState, TaskID and State set, JobID empty),
-// capability runs' progress (type queue.EventAgentRun, RunID set, JobID
-// empty) and EventReady.
+// Event is one event as every door sends it (SSE data line, WebSocket
+// message): a flat JSON object with the event's id, type and time. A job's
+// event (Follow, and the status events of FollowAll) carries the job's
+// fields below; an event of another kind (FollowAll's agent task state
+// changes and capability runs' progress) carries its producer's payload
+// fields as the producer wrote them (Payload), and EventReady none.
 type Event struct {
 	// ID is the event's sequence in the events stream (0 for events
 	// replayed from the run record); a client resumes after it.
@@ -35,32 +38,65 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	// Egress is an egress gateway decision (type "egress").
 	Egress json.RawMessage `json:"egress,omitempty"`
-	// TaskID and State are an agent task's state change (type
-	// "task_state").
-	TaskID string `json:"task_id,omitempty"`
-	State  string `json:"state,omitempty"`
-	// RunID, Calls, Denied, Tool, Allowed and ExitReason are a capability
-	// run's progress (type "agent_run", Status the run's status): see
-	// queue.Event.
-	RunID      string `json:"run_id,omitempty"`
-	Calls      int64  `json:"calls,omitempty"`
-	Denied     int    `json:"denied,omitempty"`
-	Tool       string `json:"tool,omitempty"`
-	Allowed    *bool  `json:"allowed,omitempty"`
-	ExitReason string `json:"exit_reason,omitempty"`
+	// Kind is the bus kind of the event (job.EventKind for a job's; empty
+	// for EventReady).
+	Kind string `json:"-"`
+	// Payload is the producer's payload of an event of another kind: its
+	// fields follow id, type and time in the flat object.
+	Payload json.RawMessage `json:"-"`
 }
 
+// MarshalJSON writes e as the flat object doors send.
+func (e Event) MarshalJSON() ([]byte, error) {
+	type plain Event
+	if e.Kind == "" || e.Kind == job.EventKind {
+		return json.Marshal(plain(e))
+	}
+	return flatten(e.ID, e.Type, e.Time, e.Payload)
+}
+
+// flatten is {"id":id,"type":typ,"time":t} followed by payload's fields
+// (a JSON object; anything else is left out).
+func flatten(id uint64, typ string, t time.Time, payload json.RawMessage) ([]byte, error) {
+	head, err := json.Marshal(struct {
+		ID   uint64    `json:"id"`
+		Type string    `json:"type"`
+		Time time.Time `json:"time"`
+	}{id, typ, t})
+	if err != nil {
+		return nil, err
+	}
+	body := bytes.TrimSpace(payload)
+	if len(body) < 2 || body[0] != '{' || body[len(body)-1] != '}' {
+		return head, nil
+	}
+	inner := bytes.TrimSpace(body[1 : len(body)-1])
+	if len(inner) == 0 {
+		return head, nil
+	}
+	out := make([]byte, 0, len(head)+1+len(inner)+1)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, ',')
+	out = append(out, inner...)
+	return append(out, '}'), nil
+}
+
+// toEvent is the door's event for an envelope off the bus: a job's with
+// its payload decoded, another kind's passed through.
 func toEvent(ev queue.Sequenced) Event {
-	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.JobID, Status: ev.Status, Attempt: ev.Attempt, Time: ev.Time, TaskID: ev.TaskID, State: ev.State,
-		RunID: ev.RunID, Calls: ev.Calls, Denied: ev.Denied, Tool: ev.Tool, Allowed: ev.Allowed, ExitReason: ev.ExitReason}
-	if ev.Type == queue.EventEgress {
-		out.Egress = json.RawMessage(ev.Data)
+	if ev.Kind != job.EventKind {
+		return Event{ID: ev.Seq, Type: ev.Type, Time: ev.Time, Kind: ev.Kind, Payload: ev.Payload}
+	}
+	p, _ := job.DecodeEventPayload(ev.Payload)
+	out := Event{ID: ev.Seq, Type: ev.Type, JobID: ev.ID, Status: p.Status, Attempt: p.Attempt, Time: ev.Time, Kind: job.EventKind}
+	if ev.Type == job.EventEgress {
+		out.Egress = p.Egress
 		return out
 	}
-	if len(ev.Data) > 0 {
-		out.Text = string(ev.Data)
-		if !utf8.Valid(ev.Data) {
-			out.Base64 = ev.Data
+	if len(p.Data) > 0 {
+		out.Text = string(p.Data)
+		if !utf8.Valid(p.Data) {
+			out.Base64 = p.Data
 		}
 	}
 	return out
@@ -84,7 +120,7 @@ func (s *Service) Follow(ctx context.Context, id string, lastID uint64, send fun
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := s.cfg.Queue.Events(ctx, id, lastID)
+	events, err := s.cfg.Queue.Events(ctx, job.EventKind, id, lastID)
 	if err != nil {
 		return err
 	}
@@ -103,7 +139,7 @@ func (s *Service) Follow(ctx context.Context, id string, lastID uint64, send fun
 			if err := send(toEvent(ev)); err != nil {
 				return err
 			}
-			if ev.Type == queue.EventStatus && ev.Status.Terminal() {
+			if out := toEvent(ev); ev.Kind == job.EventKind && ev.Type == job.EventStatus && out.Status.Terminal() {
 				return nil
 			}
 		case <-idle.C:
@@ -115,7 +151,7 @@ func (s *Service) Follow(ctx context.Context, id string, lastID uint64, send fun
 				}
 				// The client already has the output; close with the
 				// terminal status.
-				return send(Event{Type: queue.EventStatus, JobID: id, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
+				return send(Event{Type: job.EventStatus, JobID: id, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
 			}
 			idle.Reset(time.Second)
 		}
@@ -126,14 +162,14 @@ func sendRecorded(res job.Result, send func(Event) error) error {
 	for _, out := range []struct {
 		typ string
 		o   job.Output
-	}{{queue.EventStdout, res.Stdout}, {queue.EventStderr, res.Stderr}} {
+	}{{job.EventStdout, res.Stdout}, {job.EventStderr, res.Stderr}} {
 		if out.o.Text != "" {
 			if err := send(Event{Type: out.typ, JobID: res.JobID, Text: out.o.Text, Time: res.EndedAt}); err != nil {
 				return err
 			}
 		}
 	}
-	return send(Event{Type: queue.EventStatus, JobID: res.JobID, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
+	return send(Event{Type: job.EventStatus, JobID: res.JobID, Status: res.Status, Attempt: res.Attempt, Time: res.EndedAt})
 }
 
 // FollowAll delivers every job's status events, every agent task's state
@@ -158,7 +194,7 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := q.AllEvents(ctx, after, queue.EventStatus, queue.EventTaskState, queue.EventAgentRun)
+	events, err := q.AllEvents(ctx, after, inFeed)
 	if err != nil {
 		return err
 	}
@@ -178,6 +214,21 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 			}
 		}
 	}
+}
+
+// feedTypes are the types of other kinds' events FollowAll carries: each
+// kind's state changes, as their producers name them (an agent task's
+// "task_state", a capability run's "agent_run"); their output stays on
+// their own streams.
+var feedTypes = []string{"task_state", "agent_run"}
+
+// inFeed reports whether FollowAll carries env: a job's status event, or
+// another kind's state change.
+func inFeed(env queue.Envelope) bool {
+	if env.Kind == job.EventKind {
+		return env.Type == job.EventStatus
+	}
+	return slices.Contains(feedTypes, env.Type)
 }
 
 // FromNow is FollowAll's after for a client with no event id: the feed

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -47,10 +48,25 @@ func nextEvent(t *testing.T, ch <-chan jobs.Event) jobs.Event {
 }
 
 func describe(ev jobs.Event) string {
-	if ev.Type == queue.EventTaskState {
-		return ev.Type + " " + ev.TaskID + " " + ev.State
+	if ev.Type == "task_state" {
+		var f struct {
+			TaskID string `json:"task_id"`
+			State  string `json:"state"`
+		}
+		b, _ := json.Marshal(ev)
+		json.Unmarshal(b, &f)
+		return ev.Type + " " + f.TaskID + " " + f.State
 	}
 	return ev.Type + " " + ev.JobID + " " + string(ev.Status)
+}
+
+// publishTaskState publishes a task's state change as the task domain
+// does (kind task, type task_state).
+func publishTaskState(t *testing.T, q *queue.Queue, id, state string) {
+	t.Helper()
+	if err := q.Publish("task", id, "task_state", map[string]string{"task_id": id, "state": state}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestFollowAllSendsEveryStatusAndTaskState: FollowAll starts with a
@@ -82,9 +98,7 @@ func TestFollowAllSendsEveryStatusAndTaskState(t *testing.T) {
 	if _, err := svc.Wait(ctx, req.JobID); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Queue().PublishTaskEvent(queue.Event{TaskID: "task_followed", State: "running"}); err != nil {
-		t.Fatal(err)
-	}
+	publishTaskState(t, svc.Queue(), "task_followed", "running")
 	var got []jobs.Event
 	for len(got) < 4 {
 		got = append(got, nextEvent(t, events))
@@ -115,9 +129,7 @@ func TestFollowAllSendsEveryStatusAndTaskState(t *testing.T) {
 	if ev := nextEvent(t, beyond); ev.Type != jobs.EventReady || ev.ID != got[3].ID {
 		t.Errorf("after a sequence never reached, first event = %+v, want ready with id %d (now)", ev, got[3].ID)
 	}
-	if err := svc.Queue().PublishTaskEvent(queue.Event{TaskID: "task_after_restart", State: "pending"}); err != nil {
-		t.Fatal(err)
-	}
+	publishTaskState(t, svc.Queue(), "task_after_restart", "pending")
 	if ev := nextEvent(t, beyond); describe(ev) != "task_state task_after_restart pending" {
 		t.Errorf("after a sequence never reached, next event = %q, want the task event published after", describe(ev))
 	}
@@ -134,27 +146,35 @@ func TestFollowAllSendsAgentRunProgress(t *testing.T) {
 		t.Fatalf("first event = %+v, want ready", ready)
 	}
 	q := svc.Queue()
-	allowed := true
-	if err := q.Publish(queue.Event{Type: queue.EventStdout, JobID: "job_x", Data: []byte("left out")}); err != nil {
+	if err := q.Publish(job.EventKind, "job_x", job.EventStdout, job.EventPayload{Data: []byte("left out")}); err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range []queue.Event{
-		{RunID: "run_followed", Status: "running", Calls: 2, Denied: 1, Tool: "list_logs", Allowed: &allowed},
-		{RunID: "run_followed", Status: "finished", Calls: 2, Denied: 1, ExitReason: "completed"},
+	for _, p := range []string{
+		`{"status":"running","run_id":"run_followed","calls":2,"denied":1,"tool":"list_logs","allowed":true}`,
+		`{"status":"finished","run_id":"run_followed","calls":2,"denied":1,"exit_reason":"completed"}`,
 	} {
-		if err := q.PublishAgentRunEvent(ev); err != nil {
+		if err := q.Publish("agent_run", "run_followed", "agent_run", json.RawMessage(p)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var got []jobs.Event
+	var got []map[string]any
 	for len(got) < 2 {
 		ev := nextEvent(t, events)
-		ev.ID, ev.Time = 0, time.Time{}
-		got = append(got, ev)
+		b, _ := json.Marshal(ev)
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("event %s: %v", b, err)
+		}
+		if m["time"] == nil || m["id"] == nil {
+			t.Errorf("event %s: want its id and time", b)
+		}
+		delete(m, "id")
+		delete(m, "time")
+		got = append(got, m)
 	}
-	want := []jobs.Event{
-		{Type: queue.EventAgentRun, RunID: "run_followed", Status: "running", Calls: 2, Denied: 1, Tool: "list_logs", Allowed: &allowed},
-		{Type: queue.EventAgentRun, RunID: "run_followed", Status: "finished", Calls: 2, Denied: 1, ExitReason: "completed"},
+	want := []map[string]any{
+		{"type": "agent_run", "run_id": "run_followed", "status": "running", "calls": 2.0, "denied": 1.0, "tool": "list_logs", "allowed": true},
+		{"type": "agent_run", "run_id": "run_followed", "status": "finished", "calls": 2.0, "denied": 1.0, "exit_reason": "completed"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("FollowAll agent_run events (-want +got):\n%s", diff)

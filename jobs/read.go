@@ -47,7 +47,7 @@ func (s *Service) Get(ctx context.Context, id string, wait time.Duration) (View,
 	if wait > 0 {
 		if _, err := st.ReadStatus(id); err == nil {
 			wctx, cancel := context.WithTimeout(ctx, wait)
-			_ = s.cfg.Queue.WaitTerminal(wctx, id, func() bool { return s.finished(id) })
+			_ = s.waitTerminal(wctx, id, func() bool { return s.finished(id) })
 			cancel()
 		}
 	}
@@ -80,12 +80,12 @@ func (s *Service) Wait(ctx context.Context, id string) (job.Result, error) {
 		return err == nil
 	}
 	for !done() {
-		// WaitTerminal returns on the terminal event; the loop re-reads
+		// waitTerminal returns on the terminal event; the loop re-reads
 		// the record, which the worker writes before publishing (and the
 		// periodic re-read covers a record that arrives without an event,
 		// as a remote worker's does).
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := s.cfg.Queue.WaitTerminal(wctx, id, done)
+		err := s.waitTerminal(wctx, id, done)
 		cancel()
 		if ctx.Err() != nil {
 			return job.Result{}, ctx.Err()

@@ -170,7 +170,7 @@ func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, 
 	}
 	// The queued event goes out before the job can reach a worker, so it
 	// always precedes "running" in the event stream.
-	_ = s.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusQueued})
+	_ = s.publishStatus(req.JobID, job.StatusQueued, 0)
 	payload, err := json.Marshal(queue.Message{Request: *req, Mounts: m, CacheNamespace: cacheNS, SharedCaches: s.sharedCaches(req)})
 	if err == nil {
 		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)

@@ -38,8 +38,10 @@ func workerPermissions(id string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			RecordsPrefix + id + ".>",
-			eventsPrefix + ">",
-			taskEventsPrefix + ">",
+			// Jobs' and tasks' events (a worker runs both); capability
+			// runs run on the API node.
+			eventsPrefix + "job.>",
+			eventsPrefix + "task.>",
 			tasksPrefix + ">",
 			cancelSubject,
 			"$JS.ACK." + JobsStream + ".>",

@@ -10,12 +10,12 @@
 //     and acknowledge it only after result.json is written; a worker that
 //     dies leaves the message to be redelivered (at-least-once, with the
 //     delivery count as the attempt number).
-//   - Status changes and output chunks go to a memory events stream
-//     (subject ar.events.<job_id>), whose sequence numbers are the SSE event
-//     ids, so a client can resume with Last-Event-ID. Agent tasks' state
-//     changes go to the same stream (subject ar.taskevents.<task_id>), and
-//     so does capability runs' progress (ar.agentevents.<run_id>), so one
-//     consumer follows every job, task and run (AllEvents).
+//   - Live events go to a memory events stream, each as one Envelope
+//     {time, kind, id, type, payload} on ar.events.<kind>.<id> (a job's
+//     status changes and output, an agent task's state and output, a
+//     capability run's progress): the queue knows no payload. Stream
+//     sequence numbers are the SSE event ids, so a client can resume with
+//     Last-Event-ID, and one consumer follows every kind (AllEvents).
 //   - Cancellation is a core NATS message on ar.cancel that every worker
 //     process hears.
 //   - Every client of the embedded server presents a token (auth.go): the
@@ -54,15 +54,10 @@ const (
 	EventsStream = "AR_EVENTS"
 	jobsPrefix   = "ar.jobs."
 	tasksPrefix  = "ar.tasks."
-	eventsPrefix = "ar.events."
-	// taskEventsPrefix carries agent tasks' state changes, in the
-	// events stream beside jobs' events.
-	taskEventsPrefix = "ar.taskevents."
-	// agentEventsPrefix carries capability runs' progress, in the events
-	// stream too.
-	agentEventsPrefix = "ar.agentevents."
-	cancelSubject     = "ar.cancel"
-	consumerName      = "workers"
+	// eventsPrefix carries every kind's events: ar.events.<kind>.<id>.
+	eventsPrefix  = "ar.events."
+	cancelSubject = "ar.cancel"
+	consumerName  = "workers"
 	// taskConsumerName is the task workers' consumer: tasks run for
 	// minutes, so they have slots of their own and never hold up jobs.
 	taskConsumerName = "task-workers"
@@ -237,12 +232,12 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 	}
 	q.events, err = q.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:     EventsStream,
-		Subjects: []string{eventsPrefix + ">", taskEventsPrefix + ">", agentEventsPrefix + ">"},
+		Subjects: []string{eventsPrefix + ">"},
 		Storage:  jetstream.MemoryStorage,
 		MaxAge:   time.Hour,
 		MaxBytes: 256 << 20,
-		// Each job keeps its last MaxEventsPerJob events for replay, so a
-		// chatty job cannot push other jobs' events out.
+		// Each job (task, run) keeps its last MaxEventsPerJob events for
+		// replay, so a chatty one cannot push the others' events out.
 		MaxMsgsPerSubject: MaxEventsPerJob,
 		Discard:           jetstream.DiscardOld,
 	})

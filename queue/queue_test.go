@@ -160,20 +160,22 @@ func TestKeepAliveHoldsTheJob(t *testing.T) {
 	d.Done(ctx)
 }
 
-// TestEventsResume: event sequences are resumable ids.
+// TestEventsResume: event sequences are resumable ids; Events delivers
+// one thing's events only, with their payloads as published.
 func TestEventsResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	q := open(t, queue.Config{})
-	pub := []queue.Event{
-		{Type: queue.EventStatus, JobID: "job_e", Status: job.StatusQueued},
-		{Type: queue.EventStatus, JobID: "job_other", Status: job.StatusQueued},
-		{Type: queue.EventStatus, JobID: "job_e", Status: job.StatusRunning},
-		{Type: queue.EventStdout, JobID: "job_e", Data: []byte("hello\xff")},
-		{Type: queue.EventStatus, JobID: "job_e", Status: job.StatusCompleted},
+	pub := []queue.Envelope{
+		env("job", "job_e", "status", `{"status":"queued"}`),
+		env("job", "job_other", "status", `{"status":"queued"}`),
+		env("task", "job_e", "status", `{"a job and a task may share an id":true}`),
+		env("job", "job_e", "status", `{"status":"running"}`),
+		env("job", "job_e", "stdout", `{"data":"aGVsbG//"}`),
+		env("job", "job_e", "end", ``),
 	}
 	for _, ev := range pub {
-		if err := q.Publish(ev); err != nil {
+		if err := q.Send(ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,34 +183,31 @@ func TestEventsResume(t *testing.T) {
 	read := func(after uint64) []queue.Sequenced {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		ch, err := q.Events(sctx, "job_e", after)
+		ch, err := q.Events(sctx, "job", "job_e", after)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []queue.Sequenced
 		for ev := range ch {
 			out = append(out, ev)
-			if ev.Status.Terminal() {
+			if ev.Type == "end" {
 				break
 			}
 		}
 		return out
 	}
 	all := read(0)
-	var types []string
+	var got []string
 	for _, ev := range all {
-		types = append(types, ev.Type+":"+string(ev.Status)+string(ev.Data))
+		got = append(got, ev.Kind+" "+ev.ID+" "+ev.Type+" "+string(ev.Payload))
 	}
-	if diff := cmp.Diff([]string{"status:queued", "status:running", "stdout:hello\xff", "status:completed"}, types); diff != "" {
-		t.Fatalf("events of job_e (-want +got):\n%s", diff)
+	want := []string{`job job_e status {"status":"queued"}`, `job job_e status {"status":"running"}`, `job job_e stdout {"data":"aGVsbG//"}`, "job job_e end "}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("events of job job_e (-want +got):\n%s", diff)
 	}
 	resumed := read(all[1].Seq)
 	if len(resumed) != 2 || resumed[0].Seq != all[2].Seq {
 		t.Errorf("resume after %d = %d events starting at %d, want 2 starting at %d", all[1].Seq, len(resumed), resumed[0].Seq, all[2].Seq)
-	}
-	// WaitTerminal returns at once when done() already holds.
-	if err := q.WaitTerminal(ctx, "job_e", func() bool { return true }); err != nil {
-		t.Errorf("WaitTerminal with done = %v", err)
 	}
 }
 
@@ -307,23 +306,23 @@ func TestEventsAreBoundedPerJob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	q := open(t, queue.Config{})
-	q.Publish(queue.Event{Type: queue.EventStatus, JobID: "job_quiet", Status: job.StatusCompleted})
-	for i := range queue.MaxEventsPerJob + 5 {
-		q.Publish(queue.Event{Type: queue.EventStdout, JobID: "job_chatty", Data: []byte{byte(i)}})
+	q.Send(env("job", "job_quiet", "end", ""))
+	for range queue.MaxEventsPerJob + 5 {
+		q.Send(env("job", "job_chatty", "stdout", `{"data":"AA=="}`))
 	}
-	q.Publish(queue.Event{Type: queue.EventStatus, JobID: "job_chatty", Status: job.StatusCompleted})
+	q.Send(env("job", "job_chatty", "end", ""))
 	q.Flush(ctx)
 	count := func(id string) int {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		ch, err := q.Events(sctx, id, 0)
+		ch, err := q.Events(sctx, "job", id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
 		for ev := range ch {
 			n++
-			if ev.Status.Terminal() {
+			if ev.Type == "end" {
 				break
 			}
 		}

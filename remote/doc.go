@@ -5,9 +5,11 @@
 // A record is a directory (a job's runs/<id>/, a task's tasks/<id>/) with
 // one commit file (result.json, state.json) written last. Kind says which
 // files of the directory travel and which one commits: Jobs, whose
-// result.json is only ever created, and Tasks, whose terminal state.json
+// result.json is only ever created, and a task's (package task/taskremote
+// defines it: remote knows no domain's record), whose terminal state.json
 // replaces the pending one the API node recorded at the submit, but never
-// a terminal one.
+// a terminal one. Live events travel in the queue's envelope, whose
+// payload remote does not read except for a job's status.
 //
 //   - Worker side, Publisher: once the record is written and before the
 //     queue message is acknowledged, the files go to the object store
@@ -37,16 +39,17 @@
 //     manifest that can never be applied ends the job with a recorded
 //     reason instead of leaving it running.
 //   - Status: the Mirror also follows the status events workers publish
-//     on ar.events.<id> and moves a job that has no result forward to
+//     (the queue's envelope of kind job, on ar.events.job.<id>) and moves a job that has no result forward to
 //     running with its attempt, so GET shows the job running on another
 //     host.
 //
-// Tasks (MirrorTasks): the worker publishes each task state change on
-// ar.taskevents.<id> (TaskStates); the API node moves its task forward
+// Tasks (package task/taskremote, over NewMirror): the worker publishes
+// each task state change on the bus; the API node moves its task forward
 // through the state machine, never back and never to a terminal state,
-// which comes with the record (PublishTask, once the task is terminal and
-// before its message is acknowledged). The Mirror and that follower hold
-// one lock, so a late state event never lands on a finished record.
+// which comes with the record (once the task is terminal and before its
+// message is acknowledged). The Mirror and that follower hold one lock
+// (MirrorConfig.Lock), so a late state event never lands on a finished
+// record.
 //
 // The worker publishes its terminal status event before the record has
 // reached the API node; the Mirror publishes the terminal status again

@@ -1,21 +1,13 @@
 package remote
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
-	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
 )
-
-// eventsSubjects are the queue's live event subjects (ar.events.<job_id>).
-const eventsSubjects = "ar.events.*"
 
 // PublishJob returns the worker's hook (worker.Config.Recorded): it
 // carries the finished record of a job in st.
@@ -29,10 +21,19 @@ func PublishJob(p *Publisher, st *store.Store) func(ctx context.Context, jobID s
 	}
 }
 
+// JobStore is the API node's job records (a *runner.Runner): its store,
+// and Terminate, which ends a job it stored with err and writes its
+// result.
+type JobStore interface {
+	Store() *store.Store
+	Terminate(req job.Request, err *job.Error, attempt int) job.Result
+}
+
 // MirrorJobs starts, until ctx ends, the API node's side for jobs: the
 // Mirror of job records into r's store, and the follower of status
-// events that shows a job running on another worker.
-func MirrorJobs(ctx context.Context, r *runner.Runner, q *queue.Queue, lim Limits, log *slog.Logger) error {
+// events that shows a job running on another worker. A record refused for
+// good ends its job through r.Terminate.
+func MirrorJobs(ctx context.Context, r JobStore, q *queue.Queue, lim Limits, log *slog.Logger) error {
 	st := r.Store()
 	j := jobSide{st: st, q: q}
 	m, err := NewMirror(ctx, q.Conn(), MirrorConfig{
@@ -50,12 +51,12 @@ func MirrorJobs(ctx context.Context, r *runner.Runner, q *queue.Queue, lim Limit
 	if err != nil {
 		return err
 	}
-	sub, err := q.Conn().Subscribe(eventsSubjects, j.status)
+	stop, err := q.Watch(ctx, job.EventKind, "", j.status)
 	if err != nil {
-		return job.Wrap(job.CodeQueueClosed, err, "cannot follow job status events")
+		return err
 	}
 	go func() {
-		defer sub.Unsubscribe()
+		defer stop()
 		if err := m.Run(ctx); err != nil {
 			log.Error("record mirror stopped", "error", err)
 		}
@@ -83,36 +84,32 @@ func (j jobSide) committed(_ context.Context, m Manifest, _ []byte) {
 }
 
 func (j jobSide) publish(id string, s job.Status, attempt int) {
-	_ = j.q.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: s, Attempt: attempt})
+	_ = j.q.Publish(job.EventKind, id, job.EventStatus, job.EventPayload{Status: s, Attempt: attempt})
 }
-
-// statusPrefix is how an encoded status event starts (Event's first
-// field), so output chunks are skipped without decoding them.
-var statusPrefix = []byte(`{"type":"` + queue.EventStatus + `"`)
 
 // status moves a job without a result forward to running with the
 // event's attempt. Terminal events are left to the record (its commit
 // writes status.json), and a record already further along (this node's
 // own workers, a shared store) is not touched.
-func (j jobSide) status(msg *nats.Msg) {
-	if !bytes.HasPrefix(msg.Data, statusPrefix) {
+func (j jobSide) status(env queue.Envelope) {
+	if env.Type != job.EventStatus || !store.ValidJobID(env.ID) {
 		return
 	}
-	var ev queue.Event
-	if json.Unmarshal(msg.Data, &ev) != nil || ev.Status != job.StatusRunning || !store.ValidJobID(ev.JobID) {
+	p, err := job.DecodeEventPayload(env.Payload)
+	if err != nil || p.Status != job.StatusRunning {
 		return
 	}
-	rec, err := j.st.ReadStatus(ev.JobID)
-	if err != nil || rec.Status.Terminal() || (rec.Status == job.StatusRunning && rec.Attempt >= ev.Attempt) {
+	rec, err := j.st.ReadStatus(env.ID)
+	if err != nil || rec.Status.Terminal() || (rec.Status == job.StatusRunning && rec.Attempt >= p.Attempt) {
 		return
 	}
-	if _, err := j.st.ReadResult(ev.JobID); err == nil {
+	if _, err := j.st.ReadResult(env.ID); err == nil {
 		return
 	}
-	rec.Status, rec.Attempt, rec.UpdatedAt = job.StatusRunning, ev.Attempt, ev.Time
+	rec.Status, rec.Attempt, rec.UpdatedAt = job.StatusRunning, p.Attempt, env.Time
 	_ = j.st.WriteStatus(rec)
 	// A record committed meanwhile wrote its status first: restore it.
-	if res, err := j.st.ReadResult(ev.JobID); err == nil {
-		_ = j.st.WriteStatus(store.StatusRecord{JobID: ev.JobID, Status: res.Status, Attempt: res.Attempt, Backend: res.Backend, Error: res.Error})
+	if res, err := j.st.ReadResult(env.ID); err == nil {
+		_ = j.st.WriteStatus(store.StatusRecord{JobID: env.ID, Status: res.Status, Attempt: res.Attempt, Backend: res.Backend, Error: res.Error})
 	}
 }

@@ -3,7 +3,6 @@ package remote
 import (
 	"strings"
 
-	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
 )
 
@@ -41,14 +40,18 @@ type Kind struct {
 // Jobs is the job run record: what GET /v1/jobs/{id}, its artifacts and
 // downloads read, the request for nodes that never saw it, and the egress
 // audit. The workspace snapshot stays on the worker (a replay on the API
-// node starts from the original workspace).
+// node starts from the original workspace). egressFile is the runner's
+// audit (runner.EgressFile; a test holds them equal).
 var Jobs = Kind{
 	Name:    "job",
-	Files:   []string{store.RequestFile, store.StdoutFile, store.StderrFile, runner.EgressFile, store.ArtifactsDir},
+	Files:   []string{store.RequestFile, store.StdoutFile, store.StderrFile, egressFile, store.ArtifactsDir},
 	Commit:  store.ResultFile,
 	Keep:    []string{store.RequestFile},
 	ValidID: store.ValidJobID,
 }
+
+// egressFile is the job record's egress audit, runner.EgressFile.
+const egressFile = "egress.jsonl"
 
 // carried reports whether top is an entry k carries.
 func (k Kind) carried(top string) bool {

@@ -269,7 +269,7 @@ func (m *Mirror) final(id string) bool {
 		_, err := os.Lstat(path)
 		return err == nil
 	}
-	b, err := readCommit(path)
+	b, err := ReadCommit(path)
 	return err == nil && m.cfg.Kind.Final(b)
 }
 

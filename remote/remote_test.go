@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -260,7 +261,7 @@ func TestRefusedRecordEndsTheJob(t *testing.T) {
 func TestRunningStatusIsFollowed(t *testing.T) {
 	g := newRig(t, remote.Limits{})
 	req := g.accept(t, "job_r3")
-	if err := g.q.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusRunning, Attempt: 2}); err != nil {
+	if err := g.q.Publish(job.EventKind, req.JobID, job.EventStatus, job.EventPayload{Status: job.StatusRunning, Attempt: 2}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "status.json says running, attempt 2", func() bool {
@@ -268,8 +269,8 @@ func TestRunningStatusIsFollowed(t *testing.T) {
 		return err == nil && rec.Status == job.StatusRunning && rec.Attempt == 2
 	})
 	// An older attempt's event does not move it back.
-	g.q.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusRunning, Attempt: 1})
-	g.q.Publish(queue.Event{Type: queue.EventStatus, JobID: req.JobID, Status: job.StatusFailed, Attempt: 2})
+	g.q.Publish(job.EventKind, req.JobID, job.EventStatus, job.EventPayload{Status: job.StatusRunning, Attempt: 1})
+	g.q.Publish(job.EventKind, req.JobID, job.EventStatus, job.EventPayload{Status: job.StatusFailed, Attempt: 2})
 	time.Sleep(200 * time.Millisecond)
 	rec, _ := g.api.Store().ReadStatus(req.JobID)
 	if rec.Status != job.StatusRunning || rec.Attempt != 2 {
@@ -321,5 +322,13 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for: %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestJobsCarryTheEgressAudit: the job record carries the runner's egress
+// audit (remote names the file without importing the runner).
+func TestJobsCarryTheEgressAudit(t *testing.T) {
+	if !slices.Contains(remote.Jobs.Files, runner.EgressFile) {
+		t.Errorf("remote.Jobs.Files = %q, want %q among them", remote.Jobs.Files, runner.EgressFile)
 	}
 }

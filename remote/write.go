@@ -109,8 +109,8 @@ func (w fileWriter) replaceCommit(src io.Reader, f File, id string, k Kind) ([]b
 	return prev, nil
 }
 
-// readCommit reads a commit file of at most maxCommitBytes.
-func readCommit(name string) ([]byte, error) {
+// ReadCommit reads a commit file of at most maxCommitBytes.
+func ReadCommit(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,9 @@
 //	              -> bounded capture -> artifacts -> result + hashes -> run record
 //
 // The library entry point is Runner.Run; the HTTP service splits it into
-// Prepare (before queueing, so bad requests get 422) and Execute.
+// Prepare (before queueing, so bad requests get 422) and Execute. A task's
+// steps (the agent, the patch collection, a task shell) are runs too:
+// Runner.Step, over the task's live directory instead of a snapshot.
 package runner
 
 import (
@@ -47,6 +49,8 @@ type Options struct {
 	SharedCaches   []string
 	// Attempt is recorded in the result (1 for a first run).
 	Attempt int
+	// Step, when set, makes the run a task step (Runner.Step): library-only.
+	Step *Step
 	// Interrupted, when set and true as a run ends without completing,
 	// says the run was stopped to run again (a worker's shutdown): nothing
 	// terminal is recorded, status.json stays running, and the next

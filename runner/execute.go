@@ -185,19 +185,15 @@ func (e *execution) clearUnfinished() error {
 // A returned error is the job's terminal error.
 func (e *execution) run(ctx context.Context) error {
 	t := time.Now()
-	dec, derr := policy.Decide(e.req, e.r.policyConfig(e.req.Backend.Kind))
+	dec, derr := policy.Decide(e.req, e.policyConfig())
 	e.res.PolicyDecision.Messages = dec.Messages
 	if derr != nil {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, derr.Message)
 		return derr
 	}
-	if !e.r.Enabled(e.req.Backend.Kind) {
-		return job.Errorf(job.CodeBackendUnavail, "backend is not enabled on this runner").
-			With("backend", e.req.Backend.Kind).With("reason", "not among the runner's enabled backends").With("enabled", e.r.cfg.Backends.Kinds())
-	}
-	b, ok := e.r.backend(e.req.Backend.Kind)
-	if !ok {
-		return job.Errorf(job.CodeBackendUnavail, "backend is not registered").With("backend", e.req.Backend.Kind)
+	b, err := e.backendFor()
+	if err != nil {
+		return err
 	}
 	caps := b.Capabilities()
 	if len(caps.NetworkModes) > 0 && !slices.Contains(caps.NetworkModes, e.req.Policy.Network) {
@@ -206,7 +202,7 @@ func (e *execution) run(ctx context.Context) error {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, err.Message)
 		return err
 	}
-	rules, nerr := e.r.networkRules(e.req.Policy)
+	rules, nerr := e.networkRules()
 	if nerr != nil {
 		e.res.PolicyDecision.Messages = append(e.res.PolicyDecision.Messages, nerr.Message)
 		return nerr
@@ -229,7 +225,7 @@ func (e *execution) run(ctx context.Context) error {
 	}
 
 	t = time.Now()
-	ws, err := e.snapshot(ctx)
+	ws, err := e.workspace(ctx)
 	if err != nil {
 		return err
 	}
@@ -268,14 +264,16 @@ func (e *execution) run(ctx context.Context) error {
 	}
 	spec.Executables, spec.Pinned, spec.DeniedPrograms = dec.Executables, dec.Pinned, dec.DeniedPrograms
 	if e.req.Policy.Network == job.NetworkAllowlist {
-		bridge, stop, err := e.openEgress(ctx, rules)
+		bridge, stop, err := e.egressBridge(ctx, rules)
 		if err != nil {
 			return err
 		}
 		spec.Egress = bridge
 		defer stop()
 	}
+	ended := e.applyStep(&spec)
 	out, err := b.Run(ctx, spec)
+	ended()
 	e.stage("backend", t)
 	if err != nil {
 		return err

@@ -48,6 +48,28 @@ func (r *Runner) networkRules(p job.Policy) ([]egress.Rule, *job.Error) {
 	return nil, nil
 }
 
+// networkRules is the execution's allowlist: a step's network was
+// decided by its task door (Step.Egress), a job's is checked here.
+func (e *execution) networkRules() ([]egress.Rule, *job.Error) {
+	if e.opts.Step != nil {
+		return nil, nil
+	}
+	return e.r.networkRules(e.req.Policy)
+}
+
+// egressBridge is the bridge of an "allowlist" execution and the function
+// that closes it: a step's, which its caller opened (and closes), else
+// one opened for the job (openEgress).
+func (e *execution) egressBridge(ctx context.Context, rules []egress.Rule) (*backend.Egress, func(), error) {
+	if st := e.opts.Step; st != nil {
+		if st.Egress == nil {
+			return nil, nil, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs the task's egress bridge")
+		}
+		return st.Egress, func() {}, nil
+	}
+	return e.openEgress(ctx, rules)
+}
+
 // openEgress starts the job's gateway bridge. Every decision the gateway
 // records (refusals past its caps are summarized) is appended to the run
 // record's egress.jsonl, within egressRecordBytes, and handed to

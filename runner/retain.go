@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/snapshot"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/telemetry"
 )
 
@@ -79,34 +80,34 @@ func (r *Runner) RetainEvery(ctx context.Context, interval time.Duration, p Rete
 	}
 }
 
+// retainRuns is the store's retention (store.Records.Retain) for job
+// runs: terminal ones whose last status update is older than age go; a
+// run this process or another is executing never does.
 func (r *Runner) retainRuns(now time.Time, age time.Duration) ([]string, error) {
-	ids, err := r.store.List()
+	runs, err := r.store.Records(store.Jobs)
 	if err != nil {
 		return nil, err
 	}
-	var removed []string
-	for _, id := range ids {
-		if _, running := r.active.Load(id); running || r.store.RunLocked(id) {
-			continue
-		}
-		rec, err := r.store.ReadStatus(id)
-		if err != nil {
+	return runs.Retain(now, store.Expiry{
+		Ended: func(id string) (store.Ending, error) {
+			rec, err := r.store.ReadStatus(id)
+			if err != nil {
+				return store.Ending{}, err
+			}
+			return store.Ending{Terminal: rec.Status.Terminal(), At: rec.UpdatedAt, Keep: age}, nil
+		},
+		Busy: func(id string) bool {
+			_, running := r.active.Load(id)
+			return running
+		},
+		Skipped: func(id string, err error) {
 			// Left for an operator, who is told; a record still being
 			// written has no status.json yet and is not worth a line.
 			if job.CodeOf(err) != job.CodeJobNotFound {
 				r.log.Warn("retention skips a run whose status is unreadable", telemetry.KeyJobID, id, "error", err)
 			}
-			continue
-		}
-		if !rec.Status.Terminal() || now.Sub(rec.UpdatedAt) <= age {
-			continue
-		}
-		if err := r.store.Remove(id); err != nil {
-			return removed, job.Wrap(job.CodeRunIOFailed, err, "cannot remove an expired run").With("job_id", id)
-		}
-		removed = append(removed, id)
-	}
-	return removed, nil
+		},
+	})
 }
 
 func (r *Runner) retainLayers(now time.Time, age time.Duration) ([]string, error) {

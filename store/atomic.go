@@ -23,6 +23,11 @@ func WriteFileReplace(path string, data []byte, perm os.FileMode) error {
 	return writeFile(path, data, perm, false)
 }
 
+// beforeRename, set by tests only, runs between an atomic write's (or a
+// claim's) complete temp file or staging directory and its rename: where
+// a crash leaves the temp behind and the old state in place.
+var beforeRename func(tmp string)
+
 func writeFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
@@ -49,6 +54,9 @@ func writeFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot write "+filepath.Base(path))
+	}
+	if beforeRename != nil {
+		beforeRename(tmp)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)

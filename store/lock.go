@@ -137,28 +137,38 @@ func (o Owner) String() string {
 // runLockPoll is how often a waiting LockRun tries again.
 const runLockPoll = 20 * time.Millisecond
 
-// ErrRunLocked is LockRun's answer, without wait, for a run another
-// process (or another attempt of this one) is executing.
+// ErrRunLocked is Lock's answer, without wait, for a record another
+// process (or another attempt of this one) has in progress.
 var ErrRunLocked = errors.New("the run is executing in another process")
 
-// runLock is the lock file of run id.
-func (s *Store) runLock(id string) string { return filepath.Join(s.dir, RunLocksDir, id) }
-
-// LockRun takes the lock of run id
-// for one attempt; unlock releases it. A run held elsewhere is
-// ErrRunLocked, or with wait is waited for until ctx ends. The lock goes
-// with the process, so a run whose executing process died is free.
+// LockRun takes the lock of run id for one attempt (Records.Lock of the
+// jobs); unlock releases it.
 func (s *Store) LockRun(ctx context.Context, id string, wait bool) (unlock func(), err error) {
-	if !ValidJobID(id) {
-		return nil, job.Errorf(job.CodeInvalidRequest, "job_id %q is not a valid id", id)
+	return s.jobs.Lock(ctx, id, wait)
+}
+
+// RunLocked reports whether a process is executing run id now.
+func (s *Store) RunLocked(id string) bool { return s.jobs.Locked(id) }
+
+// lockPath is the lock file of record id.
+func (r *Records) lockPath(id string) string { return filepath.Join(r.locks, id) }
+
+// Lock takes the lock of record id while this process has it in
+// progress (a job's attempt, a capability run); unlock releases it. A
+// record held elsewhere is ErrRunLocked, or with wait is waited for
+// until ctx ends. The lock goes with the process, so a record whose
+// process died is free.
+func (r *Records) Lock(ctx context.Context, id string, wait bool) (unlock func(), err error) {
+	if !ValidID(id) {
+		return nil, r.invalid(id)
 	}
-	if err := os.MkdirAll(filepath.Join(s.dir, RunLocksDir), 0o700); err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the run locks directory")
+	if err := os.MkdirAll(r.locks, 0o700); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the locks directory")
 	}
-	path := s.runLock(id)
+	path := r.lockPath(id)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the run lock").With("path", path)
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot open the lock").With("path", path)
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -167,7 +177,7 @@ func (s *Store) LockRun(ctx context.Context, id string, wait bool) (unlock func(
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
-			return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot lock the run").With("path", path)
+			return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot lock the "+r.kind.Name).With("path", path)
 		}
 		if !wait {
 			f.Close()
@@ -182,9 +192,12 @@ func (s *Store) LockRun(ctx context.Context, id string, wait bool) (unlock func(
 	}
 }
 
-// RunLocked reports whether a process is executing run id now.
-func (s *Store) RunLocked(id string) bool {
-	f, err := os.OpenFile(s.runLock(id), os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+// Locked reports whether a process holds record id's lock now.
+func (r *Records) Locked(id string) bool {
+	if !ValidID(id) {
+		return false
+	}
+	f, err := os.OpenFile(r.lockPath(id), os.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}

@@ -1,7 +1,14 @@
-// Package store keeps run records on disk exactly as seed 002 lays them out:
+// Package store keeps the records of every kind of run on disk, each kind
+// in a directory of its own below one root (Kind): jobs exactly as seed
+// 002 lays them out,
 //
 //	<dir>/runs/<job_id>/{request.json,status.json,result.json,stdout.txt,
 //	                     stderr.txt,snapshot/,artifacts/}
+//
+// agent tasks in <dir>/tasks/<task_id>/ and capability runs in
+// <dir>/agent-runs/<run_id>/. Every kind has one id rule (ValidID), one
+// atomic claim that makes a repeated id idempotent or job.conflict by the
+// request's digest (Records.Claim), and one retention (Records.Retain).
 //
 // Every file is replaced atomically (temp file, rename), so after any crash
 // a record file is either absent, old or complete, whatever happens to the
@@ -19,8 +26,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"sync"
 	"time"
 
@@ -38,22 +43,16 @@ const (
 	ArtifactsDir = "artifacts"
 )
 
-// jobIDPattern bounds job ids to names that are safe as one path element.
-var jobIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
-// ValidJobID reports whether id may name a run directory.
-func ValidJobID(id string) bool {
-	return jobIDPattern.MatchString(id) && id != "." && id != ".."
-}
-
 // Store is a run store rooted at a directory.
 type Store struct {
 	dir string
 	// Durable makes WriteResult fsync result.json and its directory.
 	Durable bool
-	own     sync.Once
-	owned   bool
-	close   sync.Once
+	// jobs are the job records, runs/<job_id>.
+	jobs  *Records
+	own   sync.Once
+	owned bool
+	close sync.Once
 }
 
 // Open creates the store layout under dir if needed. Any number of
@@ -78,7 +77,8 @@ func Open(dir string) (*Store, error) {
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		abs = real
 	}
-	return &Store{dir: abs}, nil
+	jobs := &Records{kind: Jobs, dir: filepath.Join(abs, Jobs.Dir), locks: filepath.Join(abs, RunLocksDir)}
+	return &Store{dir: abs, jobs: jobs}, nil
 }
 
 // Close releases this Store's hold of the owner lock, if it took one;
@@ -96,7 +96,7 @@ func (s *Store) Close() error {
 func (s *Store) Dir() string { return s.dir }
 
 // RunDir is the record directory of a job.
-func (s *Store) RunDir(id string) string { return filepath.Join(s.dir, "runs", id) }
+func (s *Store) RunDir(id string) string { return s.jobs.Path(id) }
 
 // Create makes the run directory of a new job.
 func (s *Store) Create(id string) error {
@@ -110,24 +110,11 @@ func (s *Store) Create(id string) error {
 }
 
 // Exists reports whether a record directory exists for id.
-func (s *Store) Exists(id string) bool {
-	if !ValidJobID(id) {
-		return false
-	}
-	_, err := os.Stat(s.RunDir(id))
-	return err == nil
-}
+func (s *Store) Exists(id string) bool { return s.jobs.Exists(id) }
 
-// Remove deletes a job's record entirely (used when a submit is rolled back).
-func (s *Store) Remove(id string) error {
-	if !ValidJobID(id) {
-		return nil
-	}
-	if err := os.Remove(s.runLock(id)); err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	return os.RemoveAll(s.RunDir(id))
-}
+// Remove deletes a job's record entirely (used when a submit is rolled
+// back, and by retention).
+func (s *Store) Remove(id string) error { return s.jobs.Remove(id) }
 
 // StatusRecord is the content of status.json.
 type StatusRecord struct {
@@ -179,20 +166,7 @@ func (s *Store) ReadResult(id string) (job.Result, error) {
 }
 
 // List returns the ids of all stored runs, sorted.
-func (s *Store) List() ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(s.dir, "runs"))
-	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot list runs")
-	}
-	ids := make([]string, 0, len(entries))
-	for _, e := range entries {
-		if e.IsDir() && ValidJobID(e.Name()) {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
+func (s *Store) List() ([]string, error) { return s.jobs.List() }
 
 func (s *Store) writeJSON(id, name string, v any, durable bool) error {
 	if !ValidJobID(id) {

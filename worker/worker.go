@@ -342,11 +342,11 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 			p.publishStatus(id, s, d.Attempt)
 		},
 		Output: func(id, stream string, b []byte) {
-			_ = q.Publish(queue.Event{Type: stream, JobID: id, Data: append([]byte(nil), b...)})
+			_ = q.Publish(job.EventKind, id, stream, job.EventPayload{Data: b}) // encoded before it returns
 		},
 		Egress: func(id string, d egress.Decision) {
 			b, _ := json.Marshal(d)
-			_ = q.Publish(queue.Event{Type: queue.EventEgress, JobID: id, Data: b})
+			_ = q.Publish(job.EventKind, id, job.EventEgress, job.EventPayload{Egress: b})
 		},
 		Stage:       stage,
 		Interrupted: shutdown,
@@ -411,5 +411,5 @@ func (p *Pool) started(req job.Request, attempt int) {
 }
 
 func (p *Pool) publishStatus(id string, s job.Status, attempt int) {
-	_ = p.cfg.Queue.Publish(queue.Event{Type: queue.EventStatus, JobID: id, Status: s, Attempt: attempt})
+	_ = p.cfg.Queue.Publish(job.EventKind, id, job.EventStatus, job.EventPayload{Status: s, Attempt: attempt})
 }

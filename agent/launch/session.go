@@ -26,6 +26,7 @@ import (
 	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/store"
 )
 
 // Exit reasons recorded in run_end and summary.json.
@@ -140,10 +141,12 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 	}
 	s := &Session{ID: o.NewID(), Mode: mode, Manifest: m, Policy: p, now: o.Now, Started: o.Now().UTC(), onStep: o.OnStep}
 	s.Dir = filepath.Join(o.RunsDir, s.ID)
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	// Private to the runner's user, as the store's records are (a
+	// capability run under serve is one: store.CapabilityRuns).
+	if err := os.MkdirAll(s.Dir, store.PrivateDirMode); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "create run directory").With("path", s.Dir)
 	}
-	if err := os.WriteFile(filepath.Join(s.Dir, "manifest"+manifestExt(manifestPath)), raw, 0o644); err != nil {
+	if err := store.WriteFileReplace(filepath.Join(s.Dir, "manifest"+manifestExt(manifestPath)), raw, store.RecordFileMode); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "copy manifest")
 	}
 	s.Audit, err = audit.Create(filepath.Join(s.Dir, "audit.jsonl"), s.ID)
@@ -230,7 +233,9 @@ func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
 	sum.AuditHeadSHA256 = s.Audit.Head()
 	sum.EndedAt = s.now().UTC()
 	b, _ := json.MarshalIndent(sum, "", "  ")
-	if err := os.WriteFile(filepath.Join(s.Dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
+	// summary.json says the run finished: written whole (and durably),
+	// or not at all.
+	if err := store.WriteFileAtomic(filepath.Join(s.Dir, "summary.json"), append(b, '\n'), store.RecordFileMode); err != nil {
 		return sum, job.Wrap(job.CodeRunIOFailed, err, "write summary.json")
 	}
 	if aerr != nil {

@@ -54,6 +54,8 @@ func Adversarial(t *testing.T, newBackend Factory) {
 		{"ProcShowsNothingOfTheHost", advProcShowsNothingOfTheHost},
 		{"WorkspaceFillIsCapped", advWorkspaceFillIsCapped},
 		{"ExecOnlyTheAllowList", advExecOnlyTheAllowList},
+		{"DaemonDiesAtDelete", advDaemonDiesAtDelete},
+		{"ControlChannelUnreachable", advControlChannelUnreachable},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newBackend) })
 	}
@@ -315,7 +317,7 @@ func advSetuidBinaryGainsNothing(t *testing.T, newBackend Factory) {
 }
 
 func advForgedResultIsIgnored(t *testing.T, newBackend Factory) {
-	// fd 4 is the init's result pipe; a workload must not be able to
+	// fd 4 is the init's control socket; a workload must not be able to
 	// report its own exit status.
 	_, _, o := Attack(t, newBackend(t), `
 import os, sys

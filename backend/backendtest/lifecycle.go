@@ -19,7 +19,9 @@ import (
 
 // Lifecycle runs the sandbox lifecycle suite (backend.Sandboxes): create,
 // execs sharing a workspace, stdio, env and cwd, exit codes, timeouts,
-// pause and resume, file reads and writes, delete. Each test creates its
+// pause and resume, file reads and writes, delete; started processes
+// (process.go): wait, signal, cancel, stdin, terminals, two at once, a
+// paused one, one ended by delete. Each test creates its
 // own sandbox on a fresh backend from newBackend; a backend that does not
 // implement backend.Sandboxes fails it.
 func Lifecycle(t *testing.T, newBackend Factory) {
@@ -36,6 +38,14 @@ func Lifecycle(t *testing.T, newBackend Factory) {
 		{"ReadFileRefusesSymlink", readRefusesLink},
 		{"WriteFileThenExec", writeThenExec},
 		{"DeleteEndsEverything", deleteEnds},
+		{"StartWaitSignal", startWaitSignal},
+		{"WaitCanceledStopsTheProcess", waitCanceled},
+		{"CloseStdin", closeStdin},
+		{"Terminal", terminal},
+		{"StartWhilePausedHonoursCtx", startWhilePaused},
+		{"ConcurrentProcesses", concurrentProcesses},
+		{"PausedProcessMakesNoProgress", pausedProcess},
+		{"DeleteEndsStartedProcesses", deleteEndsProcesses},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,11 +23,9 @@
 package linuxsandbox
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,21 +94,6 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true, Binds: true}
 }
 
-// Run implements backend.Backend.
-func (b *Backend) Run(ctx context.Context, spec backend.Spec) (backend.Outcome, error) {
-	p, err := b.prepare(spec)
-	if err != nil {
-		return backend.Outcome{}, err
-	}
-	defer p.release()
-	out, err := b.start(ctx, spec, p.cfg, p.slot, p.disk)
-	if err != nil || p.disk == nil {
-		return out, err
-	}
-	out.Layers, out.Release = p.layers, p.handDisk()
-	return out, nil
-}
-
 // prepared is what the host holds for one sandbox from before its init
 // starts until it is gone: its root directory, its id slot, its
 // workspace disk, and the init's config.
@@ -144,7 +127,6 @@ func (p *prepared) handDisk() func() {
 // network mode, the root directory, the disk, the id slot with the
 // workspace handed to it, the egress socket and the binds.
 func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
-	env := spec.Env
 	var egressSocket, egressCA string
 	switch spec.Network {
 	case "", job.NetworkDisabled, job.NetworkHost:
@@ -153,7 +135,6 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 			return nil, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs an egress gateway for the run")
 		}
 		egressSocket, egressCA = spec.Egress.Socket, spec.Egress.CABundle
-		env = egressEnv(env, egressCA != "")
 	default:
 		return nil, job.Errorf(job.CodeNetworkDenied, "linux_sandbox does not know this network mode").With("network", spec.Network)
 	}
@@ -211,7 +192,7 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		return nil, err
 	}
 	p.cfg = initConfig{
-		Argv: spec.Argv, Env: env, Root: root, Workspace: spec.Workspace.Dir, Cwd: spec.Cwd,
+		Root: root, Workspace: spec.Workspace.Dir,
 		Lower: spec.Workspace.Lower, Upper: spec.Workspace.Upper, Work: spec.Workspace.Work,
 		Toolchain: b.toolchain, Masked: b.masked, ReadOnly: append(append([]string{}, b.readOnly...), spec.ReadOnly...), Writable: spec.Writable,
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
@@ -220,128 +201,12 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		Executables: spec.Executables, Pinned: spec.Pinned,
 	}
 	if landlockABI() > 0 {
-		p.cfg.DeniedPrograms = spec.DeniedPrograms
+		p.cfg.DeniedPrograms, p.cfg.SearchPath = spec.DeniedPrograms, searchPath(spec.Env)
 	}
 	if err := checkHostMounts(p.cfg); err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-func (b *Backend) start(ctx context.Context, spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk) (backend.Outcome, error) {
-	resR, resW, err := os.Pipe()
-	if err != nil {
-		return enforced(spec, cfg, slot, disk), job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the result pipe")
-	}
-	stdin, closeStdin, err := backend.StdinFile(spec.Stdin)
-	if err != nil {
-		resR.Close()
-		resW.Close()
-		return enforced(spec, cfg, slot, disk), job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the stdin pipe")
-	}
-	defer closeStdin()
-	stdout, stderr := spec.Stdout, spec.Stderr
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	in, err := b.boot(spec, cfg, slot, disk, initStdio{stdin, stdout, stderr}, resW)
-	resW.Close()
-	out := in.out
-	if err != nil {
-		resR.Close()
-		return out, err
-	}
-	cmd, started, cg := in.cmd, in.started, in.cg
-	if cg != nil {
-		// Exiting processes may keep the groups busy for a moment; remove
-		// them in the background instead of delaying the result.
-		defer func() { go cg.remove() }()
-	}
-
-	// SIGTERM goes to the init, which forwards it to every sandbox
-	// process; SIGKILL of the init takes the whole pid namespace down.
-	reason := make(chan string, 1)
-	done := make(chan struct{})
-	go func() {
-		reason <- backend.Supervise(ctx, spec.Limits, done, func(force bool) {
-			sig := unix.SIGTERM
-			if force {
-				sig = unix.SIGKILL
-			}
-			_ = unix.Kill(cmd.Process.Pid, sig)
-		})
-	}()
-	// Usage samples stop before Run returns.
-	var sampling sync.WaitGroup
-	if cg != nil && spec.Usage != nil {
-		sampling.Go(func() { cg.report(spec.Usage, spec.UsageEvery, done) })
-	}
-	var res initResult
-	resDone := make(chan struct{})
-	go func() {
-		json.NewDecoder(resR).Decode(&res)
-		close(resDone)
-	}()
-	waitErr := cmd.Wait()
-	started()
-	close(done)
-	sampling.Wait()
-	<-resDone
-	resR.Close()
-	out.Reason = <-reason
-	out.ExecDenials, out.ExecDenialsTotal = res.ExecDenials, res.ExecDenialsTotal
-	if cg != nil {
-		out.PeakMemoryBytes, out.CPUTime = cg.usage()
-		if cg.oomKilled() && out.Reason == "" {
-			out.Reason = job.ReasonOOM
-		}
-	}
-	if res.Error != "" {
-		code := job.CodeBackendSetupFailed
-		switch res.Stage {
-		case "exec":
-			code = job.CodeRunSpawnFailed
-		case cowStage:
-			// The host cannot make the overlay the request asked for
-			// (cow.go): refused, never bound read-only instead.
-			return out, job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", res.Error).
-				With("stage", res.Stage).With("reason", res.Error)
-		}
-		return out, job.Errorf(code, "sandbox %s failed: %s", res.Stage, res.Error).With("stage", res.Stage)
-	}
-	switch {
-	case res.ExitCode != nil:
-		out.ExitCode = res.ExitCode
-		if out.Reason == "" {
-			out.Reason = job.ReasonExit
-		}
-	case res.Signal != 0:
-		out.Signal = unix.SignalName(syscall.Signal(res.Signal))
-		if out.Reason == "" {
-			out.Reason = job.ReasonSignal
-		}
-	default:
-		// The init itself was killed (timeout, cancel, OOM of the init).
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				out.Signal = unix.SignalName(ws.Signal())
-			}
-		}
-		if out.Reason == "" {
-			out.Reason = job.ReasonSignal
-		}
-	}
-	return out, nil
-}
-
-// initStdio is the init's standard input, output and error.
-type initStdio struct {
-	in       io.Reader
-	out, err io.Writer
 }
 
 // booted is a started sandbox init, in its cgroups, with its config
@@ -385,11 +250,11 @@ func enforced(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDi
 	return shellWall(out, spec)
 }
 
-// boot starts the sandbox init in its namespaces with stdio and fd 4
-// (the result pipe of a one-shot run, the control socket of a kept
-// sandbox), places it in its cgroups, and sends it its mounts, layer,
-// binds and config. On an error nothing of the init is left.
-func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk, stdio initStdio, fd4 *os.File) (booted, error) {
+// boot starts the sandbox init in its namespaces with its end
+// of the control socket as fd 4, places it in its cgroups (and, when
+// pausable, its freezer group), and sends it its mounts, layer, binds
+// and config. On an error nothing of the init is left.
+func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDisk, console *os.File, fd4 *os.File, pausable bool) (booted, error) {
 	in := booted{out: enforced(spec, cfg, slot, disk)}
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -398,8 +263,10 @@ func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *wo
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{initArg0}
 	cmd.Env = []string{}
-	cmd.Stdin = stdio.in
-	cmd.Stdout, cmd.Stderr = stdio.out, stdio.err
+	if console != nil {
+		// A one-shot run's terminal, bound at /dev/console (buildDev).
+		cmd.Stdin = console
+	}
 	cmd.ExtraFiles = []*os.File{cfgR, fd4}
 	var layerSock *os.File
 	if cfg.LayerFD || cfg.BindFDs || hasFDBinds(cfg.Binds) {
@@ -473,10 +340,12 @@ func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *wo
 		in.out.Enforced = append(in.out.Enforced, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 		in.cg = cg
 	}
-	if cfg.Control {
+	if pausable {
 		// A kept sandbox may be paused: its freezer group too, before
 		// anything runs (freezer.go). Where there is none, Pause says so.
 		in.freezer, in.freezeErr = newFreezer(b.cgroupHost(), in.cg, in.cgName, cmd.Process.Pid)
+	} else {
+		in.freezeErr = errors.New("a one-shot run's sandbox is never paused")
 	}
 	if cfg.BindFDs {
 		// First on the socket: the init takes them before the layer.

@@ -8,8 +8,6 @@ import (
 // initConfig is what the runner sends the sandbox init over its config
 // pipe (fd 3) after placing it in its cgroups.
 type initConfig struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
 	// Root is an empty host directory the init mounts its tmpfs root on.
 	Root string `json:"root"`
 	// Workspace is the host snapshot, mounted read-write at /workspace.
@@ -26,7 +24,6 @@ type initConfig struct {
 	// detached mount on the layer socket, before the layer, instead of by
 	// path (a root runner's; see hostmounts.go).
 	BindFDs   bool     `json:"bind_fds,omitempty"`
-	Cwd       string   `json:"cwd"`
 	Toolchain []string `json:"toolchain"` // host dirs bound read-only at the same path
 	Masked    []string `json:"masked"`    // files hidden behind an empty file
 	// ReadOnly and Writable are extra host directories bound at the same
@@ -36,8 +33,8 @@ type initConfig struct {
 	// Binds are the Spec's binds (binds.go), mounted after /tmp.
 	Binds    []bindMount `json:"binds,omitempty"`
 	TmpBytes int64       `json:"tmp_bytes"`
-	// TTY makes the workload a session leader with stdin (a terminal the
-	// runner allocated) as its controlling terminal.
+	// TTY says the init's stdin is a terminal (a one-shot run's with
+	// Spec.TTY) to bind at /dev/console and open to the workload.
 	TTY bool `json:"tty,omitempty"`
 	// HostNetwork leaves the sandbox in the host's network namespace
 	// (network mode "host", an operator's choice).
@@ -46,9 +43,6 @@ type initConfig struct {
 	// gateway's socket and the run's CA bundle (see egress.go).
 	EgressSocket string `json:"egress_socket,omitempty"`
 	EgressCA     string `json:"egress_ca,omitempty"`
-	// Control keeps the init alive as a kept sandbox's pid 1: fd 4 is its
-	// control socket and Argv is empty (sandboxinit.go).
-	Control bool `json:"control,omitempty"`
 	// Executables, when non-nil, are the only files the workload may
 	// execute, with the ELF interpreters they name (execallow.go); no
 	// omitempty: an empty list still confines.
@@ -60,16 +54,18 @@ type initConfig struct {
 	// neither execute nor read, found in the view (execdeny.go); set
 	// only where Landlock can hold them.
 	DeniedPrograms []string `json:"denied_programs,omitempty"`
+	// SearchPath is the workload's PATH, where denied programs are
+	// looked for besides the program directories.
+	SearchPath []string `json:"search_path,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
 }
 
-// initResult is what the init reports on its result pipe (fd 4).
+// initResult is what the init reports on its control socket (fd 4) when
+// it could not build the sandbox (as a ctlReply without an Op).
 type initResult struct {
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Signal   int    `json:"signal,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Stage names the setup step that failed, if Error is set.
 	Stage string `json:"stage,omitempty"`
 	// ExecDenials are the refused execs the init saw (execnotify.go).

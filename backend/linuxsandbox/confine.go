@@ -86,7 +86,7 @@ func restrictLandlock(cfg initConfig) error {
 	rwRules := roRules
 	if cfg.DeniedPrograms != nil && cfg.Executables == nil {
 		// Execute and read everything but the denied programs (execdeny.go).
-		d := deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.Env))
+		d := deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.SearchPath))
 		roRules, rwRules = d.rulesAround, d.rulesAround
 	}
 	if cfg.Executables != nil {

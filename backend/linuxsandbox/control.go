@@ -9,19 +9,22 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
-// A kept sandbox's init and the runner talk over a SOCK_SEQPACKET Unix
-// socket pair, the init's fd 4 (in place of a one-shot run's result
-// pipe): one JSON object per message, so no framing is needed, and a
-// request to start a process carries its stdin, stdout and stderr as
-// SCM_RIGHTS. The init sends {"op":"ready"} once the sandbox is built
-// (or an initResult with the failed stage, as a one-shot init would);
-// then the runner sends exec and signal requests, and the init answers
-// each exec with started or error, and later exit. The init serves until
+// A sandbox's init and the runner talk over a SOCK_SEQPACKET Unix socket
+// pair, the init's fd 4: one JSON object per message, so no framing is
+// needed, and a request to start a process carries its stdin, stdout and
+// stderr as SCM_RIGHTS. The init sends {"op":"ready"} once the sandbox is built
+// (or an initResult with the failed stage); then the runner sends exec
+// and signal requests, and the init answers each exec with started (and
+// its pid) or error, and later exit. The init serves until
 // the runner's end closes, then kills everything; the runner never
 // trusts a message for more than the exec it names.
 
 // ctlMaxMessage bounds one control message (an exec's argv and env).
 const ctlMaxMessage = 1 << 20
+
+// ctlMaxReply bounds what the runner reads of one init message (replies
+// are small; a longer one is refused as truncated).
+const ctlMaxReply = 64 << 10
 
 // ctlRequest is a runner-to-init message.
 type ctlRequest struct {
@@ -34,16 +37,26 @@ type ctlRequest struct {
 	// Cwd is clean and relative to the workspace.
 	Cwd string `json:"cwd,omitempty"`
 	Sig int    `json:"sig,omitempty"`
+	// Terminal makes the exec a session leader with its stdin (a
+	// terminal) as its controlling terminal.
+	Terminal bool `json:"terminal,omitempty"`
+	// Final marks a one-shot run's workload, honoured only as the first
+	// request: its signals go to every process of the sandbox, and when
+	// it exits the init kills them all, reports the exit and exits, as
+	// a one-shot init always did (runFinal).
+	Final bool `json:"final,omitempty"`
 }
 
 // ctlReply is an init-to-runner message.
 type ctlReply struct {
 	// Op is "ready", "started", "error" (the exec did not start) or
 	// "exit"; a setup failure comes as an initResult (Stage and Error).
-	Op       string `json:"op,omitempty"`
-	ID       uint64 `json:"id,omitempty"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Signal   int    `json:"signal,omitempty"`
+	Op string `json:"op,omitempty"`
+	ID uint64 `json:"id,omitempty"`
+	// Pid is a started exec's pid inside the sandbox.
+	Pid      int  `json:"pid,omitempty"`
+	ExitCode *int `json:"exit_code,omitempty"`
+	Signal   int  `json:"signal,omitempty"`
 	// CPUNanos is the exec's user and system time (with its waited-for
 	// children).
 	CPUNanos int64  `json:"cpu_ns,omitempty"`

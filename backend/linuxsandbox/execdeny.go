@@ -74,19 +74,25 @@ func deniedFiles(names, dirs []string) deniedSet {
 }
 
 // denyDirs are where deniedFiles looks: the program directories, and
-// the absolute directories of PATH in env.
-func denyDirs(env []string) []string {
+// the absolute directories of search.
+func denyDirs(search []string) []string {
 	dirs := slices.Clone(programDirs)
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "PATH="); ok {
-			for _, d := range filepath.SplitList(v) {
-				if filepath.IsAbs(d) {
-					dirs = append(dirs, d)
-				}
-			}
+	for _, d := range search {
+		if filepath.IsAbs(d) {
+			dirs = append(dirs, d)
 		}
 	}
 	return dirs
+}
+
+// searchPath is the PATH of env, split.
+func searchPath(env []string) []string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			return filepath.SplitList(v)
+		}
+	}
+	return nil
 }
 
 // holds reports whether dir must be granted entry by entry: a denied

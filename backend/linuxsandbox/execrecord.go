@@ -34,7 +34,7 @@ const maxPlain = 4096
 func newExecJudge(cfg initConfig) execJudge {
 	j := execJudge{plain: map[backend.FileIdentity]bool{}}
 	if cfg.DeniedPrograms != nil {
-		j.deny = deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.Env)).ids
+		j.deny = deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.SearchPath)).ids
 	}
 	if cfg.Executables != nil {
 		j.allow = map[fileID]bool{}

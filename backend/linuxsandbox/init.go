@@ -3,13 +3,9 @@ package linuxsandbox
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,13 +39,15 @@ func MaybeInit() {
 }
 
 func runInit() {
-	// The config and result pipes must not reach the workload: a workload
-	// holding fd 4 could forge its own exit status.
+	// The config pipe and the control socket must not reach the
+	// workload: a workload holding fd 4 could forge exits or start
+	// processes outside its confinement's bookkeeping.
 	unix.CloseOnExec(3)
 	unix.CloseOnExec(4)
 	unix.CloseOnExec(layerFD)
-	res := sandboxInit()
-	json.NewEncoder(os.NewFile(4, "result")).Encode(res)
+	if res := sandboxInit(); res.Error != "" {
+		json.NewEncoder(os.NewFile(ctlFD, "control")).Encode(res)
+	}
 	os.Exit(0)
 }
 
@@ -100,67 +98,7 @@ func sandboxInit() initResult {
 	if err != nil {
 		return fail("exec-recorder", err)
 	}
-	if cfg.Control {
-		return serveSandbox(cfg, rec)
-	}
-	res := runWorkload(cfg)
-	res.ExecDenials, res.ExecDenialsTotal = rec.take(-1)
-	return res
-}
-
-// runWorkload starts the workload as the sandbox uid and reaps every
-// process until it exits; then whatever it left behind is killed.
-func runWorkload(cfg initConfig) initResult {
-	dir := filepath.Join(WorkspaceMount, cfg.Cwd)
-	path := cfg.Argv[0]
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	attr := &syscall.ProcAttr{
-		Dir:   dir,
-		Env:   cfg.Env,
-		Files: []uintptr{0, 1, 2},
-		Sys: &syscall.SysProcAttr{
-			Setpgid:    true,
-			Credential: &syscall.Credential{Uid: uint32(cfg.UID), Gid: uint32(cfg.GID), NoSetGroups: cfg.UID == 0},
-		},
-	}
-	if cfg.TTY {
-		attr.Sys.Setpgid = false
-		attr.Sys.Setsid, attr.Sys.Setctty, attr.Sys.Ctty = true, true, 0
-	}
-	closeExtraFDs()
-	pid, err := forkExecKillable(path, cfg.Argv, attr)
-	if err != nil {
-		return fail("exec", fmt.Errorf("%s: %w", cfg.Argv[0], err))
-	}
-	go func() {
-		for range sigs {
-			// Forward TERM to every process in the sandbox.
-			_ = unix.Kill(-1, unix.SIGTERM)
-		}
-	}()
-	for {
-		var ws unix.WaitStatus
-		got, err := unix.Wait4(-1, &ws, 0, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fail("wait", err)
-		}
-		if got != pid {
-			continue // an orphan adopted by pid 1
-		}
-		_ = unix.Kill(-1, unix.SIGKILL)
-		if ws.Signaled() {
-			return initResult{Signal: int(ws.Signal())}
-		}
-		code := ws.ExitStatus()
-		return initResult{ExitCode: &code}
-	}
+	return serveSandbox(cfg, rec)
 }
 
 // closeExtraFDs marks every descriptor above stderr close-on-exec, so

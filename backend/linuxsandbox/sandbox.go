@@ -2,28 +2,24 @@ package linuxsandbox
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/safepath"
 )
 
-// A kept sandbox (backend.Sandboxes) is built exactly as a one-shot run's
-// (prepare, boot), but its init does not run a workload: it stays pid 1
-// and serves the runner's control socket (control.go, sandboxinit.go).
-// Each Exec is one process the init starts; Pause and Resume freeze its
-// cgroup (freezer.go); ReadFile and WriteFile reach the workspace from
+// Every sandbox, a kept one (backend.Sandboxes) or a one-shot run's
+// (oneshot.go), is built the same way (prepare, boot): its init stays
+// pid 1 and serves the runner's control socket (control.go,
+// sandboxinit.go). Each Start is one process the init starts
+// (process.go); Pause and Resume freeze its cgroup (freezer.go); ReadFile and WriteFile reach the workspace from
 // the host through the init's root (/proc/<init>/root/workspace), with
 // package safecopy's no-follow rules; Delete kills the init, which takes
 // the pid namespace and every process down, and frees what Run frees.
@@ -39,48 +35,103 @@ const outputDrain = 2 * time.Second
 // Create implements backend.Sandboxes.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Sandbox, error) {
 	spec.Argv, spec.Env, spec.Cwd, spec.TTY = nil, nil, ".", false
-	p, err := b.prepare(spec)
+	s, _, err := b.create(ctx, spec, true, true)
 	if err != nil {
 		return nil, err
 	}
-	p.cfg.Control = true
+	return s, nil
+}
+
+// create builds a sandbox for spec. A pausable one gets a freezer
+// group; a one-shot run's does not (Run never pauses), and with
+// Spec.TTY its init holds the run's terminal (Spec.Stdin) for
+// /dev/console. With wait it returns once the init is ready; without,
+// once the init was started (a one-shot run sends its workload at once,
+// to be served as soon as the init is ready, and learns a setup failure
+// from Start). On an error the Outcome still says what was and was not
+// enforced.
+func (b *Backend) create(ctx context.Context, spec backend.Spec, pausable, wait bool) (*Sandbox, backend.Outcome, error) {
+	t0 := time.Now()
+	p, err := b.prepare(spec)
+	if err != nil {
+		return nil, backend.Outcome{}, err
+	}
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		p.release()
-		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the control socket")
+		return nil, enforced(spec, p.cfg, p.slot, p.disk), job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the control socket")
 	}
+	var console *os.File
+	if f, ok := spec.Stdin.(*os.File); ok && spec.TTY {
+		console = f
+	}
+	t1 := time.Now()
 	initEnd := os.NewFile(uintptr(pair[1]), "control-init")
-	in, err := b.boot(spec, p.cfg, p.slot, p.disk, initStdio{}, initEnd)
+	in, err := b.boot(spec, p.cfg, p.slot, p.disk, console, initEnd, pausable)
 	initEnd.Close()
 	if err != nil {
 		unix.Close(pair[0])
 		p.release()
-		return nil, err
+		return nil, in.out, err
 	}
+	t2 := time.Now()
 	s := &Sandbox{spec: spec, p: p, in: in, fd: pair[0], waiting: map[uint64]chan ctlReply{}, readerDone: make(chan struct{})}
+	s.phases = CreatePhases{Prepare: t1.Sub(t0), Boot: t2.Sub(t1)}
+	if !wait {
+		go s.read()
+		return s, in.out, nil
+	}
 	// The init reports ready once the sandbox is built, or why not.
 	stop := context.AfterFunc(ctx, func() { in.cmd.Process.Kill() })
 	var first ctlReply
-	fds, err := ctlReceive(s.fd, make([]byte, ctlMaxMessage), &first)
+	fds, err := ctlReceive(s.fd, make([]byte, ctlMaxReply), &first)
 	closeAll(fds)
 	stop()
-	if err != nil || first.Op != "ready" {
-		close(s.readerDone)
-		s.teardown()
-		switch {
-		case ctx.Err() != nil:
-			return nil, job.Wrap(job.CodeRunCanceled, ctx.Err(), "sandbox creation canceled")
-		case err != nil:
-			return nil, job.Wrap(job.CodeBackendSetupFailed, err, "the sandbox init ended before it was ready")
-		case first.Stage == cowStage:
-			return nil, job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", first.Error).
-				With("stage", first.Stage).With("reason", first.Error)
-		}
-		return nil, job.Errorf(job.CodeBackendSetupFailed, "sandbox %s failed: %s", first.Stage, first.Error).With("stage", first.Stage)
+	if err == nil && first.Op == "ready" {
+		s.phases.Ready = time.Since(t2)
+		s.ready = true
+		go s.read()
+		return s, in.out, nil
 	}
-	go s.read()
-	return s, nil
+	close(s.readerDone)
+	s.teardown(false)
+	if ctx.Err() != nil {
+		return nil, in.out, job.Wrap(job.CodeRunCanceled, ctx.Err(), "sandbox creation canceled")
+	}
+	return nil, in.out, setupError(first, err)
 }
+
+// setupError is why an init did not get ready: it ended (err), or it
+// reported the stage that failed (r).
+func setupError(r ctlReply, err error) error {
+	switch {
+	case err != nil:
+		return job.Wrap(job.CodeBackendSetupFailed, err, "the sandbox init ended before it was ready")
+	case r.Stage == cowStage:
+		// The host cannot make the overlay the request asked for
+		// (cow.go): refused, never bound read-only instead.
+		return job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", r.Error).
+			With("stage", r.Stage).With("reason", r.Error)
+	}
+	return job.Errorf(job.CodeBackendSetupFailed, "sandbox %s failed: %s", r.Stage, r.Error).With("stage", r.Stage)
+}
+
+// CreatePhases are how long the steps of a sandbox's creation took.
+type CreatePhases struct {
+	// Prepare is the host's part: the root directory, the id slot, the
+	// workspace handed to it (or its disk filled), binds, egress socket.
+	Prepare time.Duration
+	// Boot is the init started in its namespaces and cgroups, with its
+	// mounts and config sent.
+	Boot time.Duration
+	// Ready is the init building the sandbox (mounts, pivot_root,
+	// Landlock, seccomp) until it said ready on the control socket.
+	Ready time.Duration
+}
+
+// CreatePhases reports how long s's creation took, step by step (for
+// benchmarks: bench/sandbox).
+func (s *Sandbox) CreatePhases() CreatePhases { return s.phases }
 
 // Sandbox is a kept linux_sandbox.
 type Sandbox struct {
@@ -99,6 +150,11 @@ type Sandbox struct {
 	// reaps the init (freeing its pid) only after them.
 	ops        sync.WaitGroup
 	readerDone chan struct{}
+	phases     CreatePhases
+	// ready is set once the init said so; setupErr is why it never will
+	// (a one-shot run's sandbox, created without waiting).
+	ready    bool
+	setupErr error
 }
 
 var _ backend.Sandbox = (*Sandbox)(nil)
@@ -106,16 +162,26 @@ var _ backend.Sandbox = (*Sandbox)(nil)
 // ID implements backend.Sandbox.
 func (s *Sandbox) ID() string { return s.spec.JobID }
 
-// read delivers the init's replies to the Execs waiting for them until
-// the socket ends; then every waiting Exec learns the init is gone.
+// read delivers the init's replies to the processes waiting for them
+// until the socket ends; then every waiting process learns the init is
+// gone. Before the init is ready, its first message is ready or why not.
 func (s *Sandbox) read() {
 	defer close(s.readerDone)
-	buf := make([]byte, ctlMaxMessage)
+	buf := make([]byte, ctlMaxReply)
 	for {
 		var r ctlReply
 		fds, err := ctlReceive(s.fd, buf, &r)
 		closeAll(fds) // the init never hands the runner a descriptor
 		s.mu.Lock()
+		if !s.ready {
+			if err == nil && r.Op == "ready" {
+				s.ready = true
+				s.mu.Unlock()
+				continue
+			}
+			s.setupErr = setupError(r, err)
+			err = s.setupErr
+		}
 		if err != nil {
 			s.dead = true
 			for _, ch := range s.waiting {
@@ -152,126 +218,6 @@ func (s *Sandbox) isDeleted() bool {
 	return s.deleted
 }
 
-// Exec implements backend.Sandbox.
-func (s *Sandbox) Exec(ctx context.Context, e backend.Exec) (backend.Outcome, error) {
-	out := s.in.out
-	out.Enforced, out.NotEnforced = slices.Clone(out.Enforced), slices.Clone(out.NotEnforced)
-	cwd, err := safepath.Clean(e.Cwd)
-	if e.Cwd == "" {
-		cwd, err = ".", nil
-	}
-	if err != nil {
-		return out, job.Wrap(job.CodePathEscape, err, "the exec's cwd leaves the workspace").With("cwd", e.Cwd)
-	}
-	if len(e.Argv) == 0 {
-		return out, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
-	}
-	env := e.Env
-	if s.p.cfg.EgressSocket != "" {
-		env = egressEnv(env, s.p.cfg.EgressCA != "")
-	}
-	if err := s.begin(); err != nil {
-		return out, err
-	}
-	defer s.ops.Done()
-	stdin, closeStdin, err := execStdin(e.Stdin)
-	if err != nil {
-		return out, job.Wrap(job.CodeRunIOFailed, err, "cannot give the exec its stdin")
-	}
-	defer closeStdin()
-	stdout, err := newOutput(e.Stdout)
-	if err != nil {
-		return out, job.Wrap(job.CodeRunIOFailed, err, "cannot create output pipes")
-	}
-	stderr, err := newOutput(e.Stderr)
-	if err != nil {
-		stdout.abort()
-		return out, job.Wrap(job.CodeRunIOFailed, err, "cannot create output pipes")
-	}
-	s.mu.Lock()
-	s.nextID++
-	id := s.nextID
-	ch := make(chan ctlReply, 2) // started or error, then exit
-	s.waiting[id] = ch
-	dead := s.dead
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.waiting, id)
-		s.mu.Unlock()
-	}()
-	oomBefore := s.in.cg != nil && s.in.cg.oomKilled()
-	err = ctlSend(s.fd, ctlRequest{Op: "exec", ID: id, Argv: e.Argv, Env: env, Cwd: cwd}, int(stdin.Fd()), int(stdout.w.Fd()), int(stderr.w.Fd()))
-	stdout.started()
-	stderr.started()
-	if err != nil || dead {
-		stdout.abort()
-		stderr.abort()
-		return out, job.Errorf(job.CodeRunSpawnFailed, "cannot reach the sandbox init: %v", err)
-	}
-	// Requests are served in order: a signal sent after the exec request
-	// reaches the exec, even one sent before the init answered (a
-	// sandbox paused before it could).
-	done := make(chan struct{})
-	reason := make(chan string, 1)
-	go func() {
-		reason <- backend.Supervise(ctx, backend.ExecLimits(s.spec.Limits, e), done, func(force bool) {
-			sig := unix.SIGTERM
-			if force {
-				sig = unix.SIGKILL
-			}
-			_ = ctlSend(s.fd, ctlRequest{Op: "signal", ID: id, Sig: int(sig)})
-		})
-	}()
-	var end ctlReply
-	gone := true
-	for r := range ch {
-		if r.Op == "started" {
-			continue
-		}
-		end, gone = r, false
-		break
-	}
-	close(done)
-	out.Reason = <-reason
-	closeStdin()
-	stdout.wait(outputDrain)
-	stderr.wait(outputDrain)
-	switch {
-	case gone && s.isDeleted():
-		// Delete killed it with the sandbox.
-		out.Signal = "SIGKILL"
-		if out.Reason == "" {
-			out.Reason = job.ReasonCanceled
-		}
-		return out, nil
-	case gone:
-		return out, job.Errorf(job.CodeBackendSetupFailed, "the init of sandbox %s is gone", s.ID()).With("sandbox", s.ID())
-	case end.Op == "error":
-		return out, job.Errorf(job.CodeRunSpawnFailed, "sandbox exec failed: %s", end.Error).With("argv0", e.Argv[0])
-	}
-	out.CPUTime = time.Duration(end.CPUNanos)
-	out.ExecDenials, out.ExecDenialsTotal = end.ExecDenials, end.ExecDenialsTotal
-	if s.in.cg != nil {
-		out.PeakMemoryBytes, _ = s.in.cg.usage()
-	}
-	if end.ExitCode != nil {
-		out.ExitCode = end.ExitCode
-		if out.Reason == "" {
-			out.Reason = job.ReasonExit
-		}
-		return out, nil
-	}
-	out.Signal = unix.SignalName(syscall.Signal(end.Signal))
-	if out.Reason == "" {
-		out.Reason = job.ReasonSignal
-		if end.Signal == int(unix.SIGKILL) && !oomBefore && s.in.cg != nil && s.in.cg.oomKilled() {
-			out.Reason = job.ReasonOOM
-		}
-	}
-	return out, nil
-}
-
 // Pause implements backend.Sandbox with the cgroup freezer.
 func (s *Sandbox) Pause(ctx context.Context) error { return s.freeze(ctx, true) }
 
@@ -296,9 +242,10 @@ func (s *Sandbox) freeze(ctx context.Context, frozen bool) error {
 // workspace is the host's path to the sandbox's /workspace: through the
 // init's root, so an overlay or a disk-limited workspace is seen as the
 // sandbox sees it.
-func (s *Sandbox) workspace() string {
-	return "/proc/" + strconv.Itoa(s.in.cmd.Process.Pid) + "/root" + WorkspaceMount
-}
+func (s *Sandbox) workspace() string { return s.root() + WorkspaceMount }
+
+// root is the host's path to the sandbox's root, through its init.
+func (s *Sandbox) root() string { return "/proc/" + strconv.Itoa(s.in.cmd.Process.Pid) + "/root" }
 
 // ReadFile implements backend.Sandbox.
 func (s *Sandbox) ReadFile(ctx context.Context, rel string, w io.Writer, limit int64) error {
@@ -327,13 +274,15 @@ func (s *Sandbox) Delete(ctx context.Context) error {
 	}
 	s.deleted = true
 	s.mu.Unlock()
-	s.teardown()
+	s.teardown(false)
 	return nil
 }
 
 // teardown kills the init (and with it the pid namespace), waits for
-// every operation in flight, and frees what the sandbox holds.
-func (s *Sandbox) teardown() {
+// every operation in flight, and frees what the sandbox holds. With
+// lazy (a one-shot run's) the emptied cgroups are removed in the
+// background, as exiting processes may keep them busy for a moment.
+func (s *Sandbox) teardown(lazy bool) {
 	if s.in.freezer != nil {
 		s.in.freezer.thaw()
 	}
@@ -344,82 +293,19 @@ func (s *Sandbox) teardown() {
 	s.in.cmd.Wait()
 	s.in.started()
 	unix.Close(s.fd)
-	if s.in.cg != nil {
-		s.in.cg.remove()
-	}
-	if s.in.freezer != nil {
-		s.in.freezer.remove()
-	}
 	s.p.release()
-}
-
-// execStdin is an exec's stdin as a file to send: /dev/null, the caller's
-// file, or a pipe fed from its reader (backend.StdinFile).
-func execStdin(r io.Reader) (*os.File, func(), error) {
-	if r == nil {
-		f, err := os.Open(os.DevNull)
-		if err != nil {
-			return nil, nil, err
+	cg, fz := s.in.cg, s.in.freezer
+	remove := func() {
+		if cg != nil {
+			cg.remove()
 		}
-		return f, sync.OnceFunc(func() { f.Close() }), nil
-	}
-	in, closeIn, err := backend.StdinFile(r)
-	if err != nil {
-		return nil, nil, err
-	}
-	f, ok := in.(*os.File)
-	if !ok {
-		closeIn()
-		return nil, nil, fmt.Errorf("stdin of type %T", in)
-	}
-	return f, sync.OnceFunc(closeIn), nil
-}
-
-// output copies what an exec writes to a pipe into the caller's writer.
-type output struct {
-	r, w *os.File
-	done chan struct{}
-}
-
-func newOutput(dst io.Writer) (*output, error) {
-	if dst == nil {
-		dst = io.Discard
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	o := &output{r: r, w: w, done: make(chan struct{})}
-	go func() {
-		defer close(o.done)
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				dst.Write(buf[:n])
-			}
-			if err != nil {
-				return
-			}
+		if fz != nil {
+			fz.remove()
 		}
-	}()
-	return o, nil
-}
-
-// started closes the runner's copy of the write end, sent to the init.
-func (o *output) started() { o.w.Close() }
-
-// abort stops the copy of an exec that never started.
-func (o *output) abort() { o.wait(0) }
-
-// wait waits for EOF for up to max, then stops the copy.
-func (o *output) wait(max time.Duration) {
-	o.w.Close()
-	select {
-	case <-o.done:
-	case <-time.After(max):
-		o.r.SetReadDeadline(time.Now())
-		<-o.done
 	}
-	o.r.Close()
+	if lazy {
+		go remove()
+		return
+	}
+	remove()
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/safepath"
 )
 
 // A local_process sandbox is its workspace directory and the process
@@ -25,18 +24,26 @@ var _ backend.Sandboxes = Backend{}
 // Create implements backend.Sandboxes: it checks spec as Run would and
 // starts nothing.
 func (b Backend) Create(ctx context.Context, spec backend.Spec) (backend.Sandbox, error) {
-	if err := b.check(spec); err != nil {
+	s, err := b.newSandbox(spec)
+	if err != nil {
 		return nil, err
 	}
 	if fi, err := os.Stat(spec.Workspace.Dir); err != nil || !fi.IsDir() {
 		return nil, job.Errorf(job.CodeBackendSetupFailed, "the workspace %s is not a directory", spec.Workspace.Dir)
 	}
-	return &Sandbox{b: b, spec: spec, groups: map[int]bool{}, running: closedChan()}, nil
+	return s, nil
+}
+
+// newSandbox is a sandbox of spec, if this backend can honour it.
+func (b Backend) newSandbox(spec backend.Spec) (*Sandbox, error) {
+	if err := b.check(spec); err != nil {
+		return nil, err
+	}
+	return &Sandbox{spec: spec, groups: map[int]bool{}, running: closedChan()}, nil
 }
 
 // Sandbox is a local_process sandbox.
 type Sandbox struct {
-	b    Backend
 	spec backend.Spec
 
 	mu      sync.Mutex
@@ -59,22 +66,14 @@ func closedChan() chan struct{} {
 // ID implements backend.Sandbox.
 func (s *Sandbox) ID() string { return s.spec.JobID }
 
-// Exec implements backend.Sandbox.
-func (s *Sandbox) Exec(ctx context.Context, e backend.Exec) (backend.Outcome, error) {
-	cwd, err := safepath.Clean(e.Cwd)
-	if e.Cwd == "" {
-		cwd, err = ".", nil
-	}
-	if err != nil {
-		return backend.Outcome{}, job.Wrap(job.CodePathEscape, err, "the exec's cwd leaves the workspace").With("cwd", e.Cwd)
-	}
-	// Wait for a paused sandbox to resume, then count the exec in so
-	// that Delete waits for it.
+// enter waits for a paused sandbox to resume, then counts an exec in
+// so that Delete waits for it.
+func (s *Sandbox) enter(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		if s.deleted {
 			s.mu.Unlock()
-			return backend.Outcome{}, errDeleted(s.ID())
+			return errDeleted(s.ID())
 		}
 		running := s.running
 		select {
@@ -85,20 +84,13 @@ func (s *Sandbox) Exec(ctx context.Context, e backend.Exec) (backend.Outcome, er
 			case <-running:
 				continue
 			case <-ctx.Done():
-				return backend.Outcome{}, job.Wrap(job.CodeRunCanceled, ctx.Err(), "canceled while the sandbox was paused")
+				return job.Wrap(job.CodeRunCanceled, ctx.Err(), "canceled while the sandbox was paused")
 			}
 		}
 		s.execs.Add(1)
 		s.mu.Unlock()
-		break
+		return nil
 	}
-	defer s.execs.Done()
-	spec := s.spec
-	spec.Argv, spec.Env, spec.Cwd = e.Argv, e.Env, cwd
-	spec.Stdin, spec.Stdout, spec.Stderr, spec.TTY = e.Stdin, e.Stdout, e.Stderr, false
-	spec.Limits = backend.ExecLimits(s.spec.Limits, e)
-	spec.Usage = nil
-	return s.b.run(ctx, spec, s.started)
 }
 
 // started records a new exec's group, stopping it at once when the

@@ -2,9 +2,10 @@
 // bare /bin/true, bubblewrap (`bwrap --ro-bind / / --unshare-all
 // --die-with-parent /bin/true`, Debian's bubblewrap), a linux_sandbox
 // backend run and a local_process backend run of /bin/true, then full
-// pipeline jobs on both backends.
+// pipeline jobs on both backends; then a sandbox's lifecycle phase by
+// phase (lifecycle.go) beside the one-shot Run.
 //
-//	go run ./bench/sandbox [-n 200]
+//	go run ./bench/sandbox [-n 200] [-lifecycle-only]
 //
 // The binary re-execs itself as the sandbox init, like agent-runner does.
 package main
@@ -31,6 +32,7 @@ func main() {
 	n := flag.Int("n", 200, "iterations per measurement")
 	files := flag.Int("files", 10000, "files in the copy-vs-overlay workspace")
 	fileKB := flag.Int("file-kb", 20, "size of each file in KiB (10,000 x 20 KiB = 200 MB)")
+	lifecycleOnly := flag.Bool("lifecycle-only", false, "measure only the lifecycle phases and the one-shot Run")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "ar-sbx-bench-")
 	check(err)
@@ -40,6 +42,10 @@ func main() {
 	check(os.MkdirAll(ws, 0o755))
 	check(os.WriteFile(filepath.Join(ws, "README"), []byte("tiny\n"), 0o644))
 
+	if *lifecycleOnly {
+		lifecycleComparison(*n, ws)
+		return
+	}
 	type row struct {
 		name string
 		d    time.Duration
@@ -84,6 +90,7 @@ func main() {
 		}
 		fmt.Printf("%-38s %10s %10.2f %10s\n", r.name, r.d.Round(10*time.Microsecond), float64(r.d)/float64(base), vsBwrap)
 	}
+	lifecycleComparison(*n, ws)
 	if sbx.Available(context.Background()) == nil {
 		snapshotComparison(dir, *files, *fileKB)
 	}
@@ -128,12 +135,18 @@ func snapshotComparison(dir string, files, kb int) {
 	}
 }
 
-func backendRun(b backend.Backend, ws string) error {
-	out, err := b.Run(context.Background(), backend.Spec{
+// benchSpec is the Spec every backend measurement runs: /bin/true with
+// memory, process, CPU and /tmp limits.
+func benchSpec(ws string) backend.Spec {
+	return backend.Spec{
 		JobID: "bench", Argv: []string{"/bin/true"}, Env: []string{"PATH=/usr/bin:/bin"},
 		Workspace: backend.Workspace{Dir: ws}, Cwd: ".", Network: job.NetworkDisabled,
 		Limits: backend.Limits{Timeout: 10 * time.Second, MemoryBytes: 256 << 20, MaxProcesses: 64, TmpBytes: 16 << 20, CPUCount: 1},
-	})
+	}
+}
+
+func backendRun(b backend.Backend, ws string) error {
+	out, err := b.Run(context.Background(), benchSpec(ws))
 	if err != nil {
 		return err
 	}

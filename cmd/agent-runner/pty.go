@@ -95,12 +95,8 @@ func (p *pty) attach(in, out *os.File) func() {
 	}
 }
 
-// readerOnly and writerOnly hide an *os.File, so the sandbox gets a pipe
-// instead of the runner's own descriptor (a terminal, for one).
+// readerOnly hides an *os.File, so the sandbox gets a pipe instead of
+// the runner's own descriptor (a terminal, for one).
 type readerOnly struct{ r io.Reader }
 
 func (r readerOnly) Read(p []byte) (int, error) { return r.r.Read(p) }
-
-type writerOnly struct{ w io.Writer }
-
-func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }

@@ -187,7 +187,8 @@ func serve(o serveOptions) error {
 		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
 		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}
-	if err := mountAgents(ctx, d); err != nil {
+	agentRuns, err := mountAgents(ctx, d)
+	if err != nil {
 		return err
 	}
 	mountMCP(d, o.mcpAllowShell, tokens)
@@ -195,7 +196,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	mountUI(ctx, d)
+	mountUI(d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {
 			return usageError{errors.New("--pprof-addr must be a loopback address")}
@@ -226,7 +227,12 @@ func serve(o serveOptions) error {
 	// Hourly, remove the build caches no job used for CacheMaxAge
 	// (runner.New collected once at start).
 	go r.CollectCachesEvery(ctx, time.Hour)
-	go r.RetainEvery(ctx, time.Hour, runner.DefaultRetention) // now and hourly: old runs, unused overlay layers
+	// Now and hourly, the store's one retention for every kind: old job
+	// runs (and unused overlay layers), agent tasks, capability runs.
+	go retainEvery(ctx, time.Hour, log,
+		retention{"job", func(now time.Time) ([]string, error) { return r.Retain(now, runner.DefaultRetention) }},
+		retention{"task", func(now time.Time) ([]string, error) { return tasks.Retain(now), nil }},
+		retention{"agent_run", agentRuns.Retain})
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

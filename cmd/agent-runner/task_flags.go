@@ -11,6 +11,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/state"
@@ -26,6 +27,7 @@ type taskFlags struct {
 	allowHost   bool
 	hang, beat  time.Duration
 	secretsFile string
+	policyFile  string
 }
 
 func (f *taskFlags) register(fs *pflag.FlagSet, door string) {
@@ -33,6 +35,7 @@ func (f *taskFlags) register(fs *pflag.FlagSet, door string) {
 	fs.BoolVar(&f.allowHost, "task-allow-host-network", false, "let tasks whose vm.network_mode needs egress use the host network")
 	fs.DurationVar(&f.hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
 	fs.DurationVar(&f.beat, "task-heartbeat", 30*time.Second, "how often a running task's progress, CPU and memory are recorded (outbox/progress/metrics.jsonl)")
+	fs.StringVar(&f.policyFile, "task-policy", "", "the policy every agent task's command must pass (a job policy in JSON or YAML: allowed_commands, allow_shell, allowed_env, exec_scope; see docs/tasks.md); default: each task's own command is allowed")
 	fs.StringVar(&f.secretsFile, "secrets-file", "", "the only secrets agent tasks may name (YAML: secrets: {NAME: {env: VAR} | {file: PATH}}); without it a task asking for a secret is refused")
 }
 
@@ -46,6 +49,8 @@ type taskDeps struct {
 	Roots              *workspaceroot.Roots
 	Observer           state.Observer
 	Logger             *slog.Logger // the lifecycle's (nil: discarded)
+	// Runner is the run service the tasks' steps go through.
+	Runner *runner.Runner
 }
 
 // store opens the task store under <store-dir>/tasks with the flags.
@@ -57,12 +62,19 @@ func (f *taskFlags) store(ctx context.Context, d taskDeps) (*taskstore.Store, er
 			return nil, usageError{err}
 		}
 	}
+	var pol *job.Policy
+	if f.policyFile != "" {
+		var err error
+		if pol, err = loadTaskPolicy(f.policyFile); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	b, err := f.taskBackend(ctx, d)
 	if err != nil {
 		return nil, err
 	}
 	return taskstore.New(filepath.Join(d.StoreDir, "tasks"), lifecycle.Config{Backend: b, AllowHostNetwork: f.allowHost, Egress: d.Egress, HangTimeout: f.hang, HeartbeatEvery: f.beat,
-		Observer: d.Observer, Secrets: secrets, Roots: d.Roots, Logger: d.Logger})
+		Observer: d.Observer, Secrets: secrets, Roots: d.Roots, Logger: d.Logger, Runner: d.Runner, Policy: pol})
 }
 
 // taskBackend is the backend tasks run on: --task-backend, checked and

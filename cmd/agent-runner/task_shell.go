@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
@@ -37,15 +40,17 @@ agent ran in: the same backend (the one metadata.json records, unless
 working directory, no network, the task's CPU and memory limits. Secrets
 and the task token are not injected again. Runs against the task store on
 this host (serve's --store-dir). With a terminal on stdin the shell gets a
-pseudo-terminal; otherwise stdin and stdout are piped. Exits with the
-shell's exit status.`,
+pseudo-terminal; otherwise stdin and stdout are piped. The shell is a
+run of the run service, recorded as <store-dir>/runs/<task_id>.shell-<hex>
+(docs/tasks.md, "Steps and the task policy"). Exits with the shell's exit
+status.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			backends, err := view.backends(storeDir)
 			if err != nil {
 				return err
 			}
-			return taskShell(cmd.Context(), backends, filepath.Join(storeDir, "tasks"), args[0], args[1:], backendKind, timeout)
+			return taskShell(cmd.Context(), backends, storeDir, args[0], args[1:], backendKind, timeout)
 		},
 	}
 	cmd.Flags().StringVar(&storeDir, "store-dir", "./agent-runner-runs", "serve's store directory (tasks are under <store-dir>/tasks)")
@@ -55,7 +60,12 @@ shell's exit status.`,
 	return cmd
 }
 
-func taskShell(ctx context.Context, backends backend.Set, root, id string, argv []string, backendKind string, timeout time.Duration) error {
+// shellNoTimeout is the shell's limit under --timeout 0 (no limit): a
+// run of the run service always has one, so it is ten years.
+const shellNoTimeout = 10 * 365 * 24 * time.Hour
+
+func taskShell(ctx context.Context, backends backend.Set, storeDir, id string, argv []string, backendKind string, timeout time.Duration) error {
+	root := filepath.Join(storeDir, "tasks")
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		return job.Errorf(job.CodeJobNotFound, "no task store at %s (use --store-dir)", root)
 	}
@@ -107,9 +117,16 @@ func taskShell(ctx context.Context, backends backend.Set, root, id string, argv 
 		return err
 	}
 	env := agentstep.BaseEnv(t, home, b)
-	spec := agentstep.SandboxSpec(l, t, argv, env)
-	spec.JobID = "shell-" + t.Metadata.ID
-	spec.Limits.Timeout = timeout
+	// The shell is a step of the run service beside serve's (its record
+	// is runs/<task_id>.shell-<random>), under the policy that allows
+	// the operator's own command (agentstep.DefaultPolicy).
+	r, err := runner.New(runner.Config{StoreDir: storeDir})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	step := &runner.Step{Backend: b}
+	opts := runner.Options{Step: step}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if isTerminal(os.Stdin) && isTerminal(os.Stdout) {
@@ -121,19 +138,43 @@ func taskShell(ctx context.Context, backends backend.Set, root, id string, argv 
 		if term == "" {
 			term = "xterm"
 		}
-		spec.Env = append(spec.Env, "TERM="+term)
-		spec.Stdin, spec.Stdout, spec.Stderr, spec.TTY = p.slave, p.slave, p.slave, true
+		env = append(env, "TERM="+term)
+		// The terminal carries the shell's output; its record has none.
+		step.Terminal = p.slave
 		detach := p.attach(os.Stdin, os.Stdout)
-		out, err := b.Run(ctx, spec)
+		res, err := r.Step(ctx, shellRequest(l, t, argv, env, b, timeout), opts)
 		detach()
-		return shellExit(out, err)
+		return shellExit(res, err)
 	}
 	// Wrapped, so the backend copies through a pipe and the sandbox never
-	// holds the user's own descriptor.
-	spec.Stdin, spec.Stdout, spec.Stderr = readerOnly{os.Stdin}, writerOnly{os.Stdout}, writerOnly{os.Stderr}
+	// holds the user's own descriptor; the output reaches the user as
+	// the run captures it.
+	step.Stdin = readerOnly{os.Stdin}
+	opts.Output = func(_, stream string, p []byte) {
+		if stream == "stderr" {
+			os.Stderr.Write(p)
+			return
+		}
+		os.Stdout.Write(p)
+	}
 	ctx, stopInt := signal.NotifyContext(ctx, os.Interrupt)
 	defer stopInt()
-	return shellExit(b.Run(ctx, spec))
+	return shellExit(r.Step(ctx, shellRequest(l, t, argv, env, b, timeout), opts))
+}
+
+// shellRequest is the shell's run: the agent's sandbox (StepRequest)
+// with a fresh id, the task's own policy for argv, and timeout (0: no
+// limit) instead of the task's.
+func shellRequest(l stage.Layout, t *manifest.Task, argv, env []string, b backend.Backend, timeout time.Duration) job.Request {
+	var tag [4]byte
+	rand.Read(tag[:]) // never fails (crypto/rand)
+	id := runner.StepID(t.Metadata.ID, "shell-"+hex.EncodeToString(tag[:]))
+	req := agentstep.StepRequest(l, t, id, argv, env, agentstep.DefaultPolicy(argv, env, b))
+	if timeout <= 0 {
+		timeout = shellNoTimeout
+	}
+	req.Limits.TimeoutMS = timeout.Milliseconds()
+	return req
 }
 
 // shellBackend is --backend, else the backend the task ran on, from
@@ -154,16 +195,23 @@ func shellBackend(backends backend.Set, l stage.Layout, kind string) (backend.Ba
 }
 
 // shellExit turns the shell's end into the CLI's exit status.
-func shellExit(out backend.Outcome, err error) error {
+func shellExit(res job.Result, err error) error {
 	if err != nil {
 		return err
 	}
-	if out.ExitCode != nil {
-		if *out.ExitCode == 0 {
+	if res.Termination == nil {
+		// Refused before the shell started: the run's error says why.
+		if res.Error != nil {
+			return res.Error
+		}
+		return job.Errorf(job.CodeBackendSetupFailed, "the shell ended without running")
+	}
+	if res.ExitCode != nil {
+		if *res.ExitCode == 0 {
 			return nil
 		}
-		return silentExit(*out.ExitCode)
+		return silentExit(*res.ExitCode)
 	}
-	fmt.Fprintf(os.Stderr, "agent-runner: shell ended: %s %s\n", out.Reason, out.Signal)
+	fmt.Fprintf(os.Stderr, "agent-runner: shell ended: %s %s\n", res.Termination.Reason, res.Termination.Signal)
 	return silentExit(exitOperational)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/task/taskremote"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/worker"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -114,18 +115,18 @@ func newWorkerCmd() *cobra.Command {
 			// lifecycle (staging, agent, collection) on this host; their
 			// state changes go out live, their record once terminal.
 			ts, err := tasks.store(ctx, taskDeps{StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind, UnsafeLocalProcess: unsafeLocal,
-				Egress: cfg.Egress, Roots: roots, Observer: remote.TaskStates(q, nil), Logger: log})
+				Egress: cfg.Egress, Roots: roots, Observer: taskremote.TaskStates(q, nil), Logger: log, Runner: r})
 			if err != nil {
 				return err
 			}
 			// Their output goes out live too, so the API node streams it.
-			ts.Lifecycle.Output = remote.TaskOutput(q)
+			ts.Lifecycle.Output = taskremote.TaskOutput(q)
 			ts.Queue, ts.SharedQueue = q, true
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
 			log.Info("worker started", "nats", natsURL, "worker_id", q.WorkerID(), "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
 				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store()),
-				Tasks: ts, TaskWorkers: taskWorkers, TaskRecorded: remote.PublishTask(pub, ts.Dir)}).Run(ctx)
+				Tasks: ts, TaskWorkers: taskWorkers, TaskRecorded: taskremote.PublishTask(pub, ts.Dir)}).Run(ctx)
 			if err == nil && sig.Forced() {
 				err = forcedError()
 			}

@@ -15,19 +15,19 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/agent/launch"
+	"github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
-	"github.com/agent-runner/agent-runner/job"
 )
 
-// env is a Service on a workspace root with a logs directory, its jobs on
+// env is a runs.Service on a workspace root with a logs directory, its jobs on
 // a plane of local_process workers, behind an httptest server.
 type env struct {
-	svc  *Service
+	svc  *runs.Service
 	url  string
 	root string // the workspace root
 	runs string // the agent runs directory
@@ -66,8 +66,8 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	runs := filepath.Join(store, "agent-runs")
-	svc, err := New(ctx, Config{Dir: runs, Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots, Events: p.Jobs.Queue()})
+	runsDir := filepath.Join(store, "agent-runs")
+	svc, err := runs.New(ctx, runs.Config{Dir: runsDir, Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots, Events: p.Jobs.Queue()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func newEnv(t *testing.T) *env {
 		p.Close()
 		r.Close()
 	})
-	return &env{svc: svc, url: srv.URL, root: root, runs: runs, events: p.Jobs.Queue()}
+	return &env{svc: svc, url: srv.URL, root: root, runs: runsDir, events: p.Jobs.Queue()}
 }
 
 // call sends a request and decodes the JSON answer into out.
@@ -108,27 +108,27 @@ func (e *env) call(t *testing.T, method, path string, body any, out any) int {
 }
 
 // launch posts req and returns the accepted run id.
-func (e *env) launch(t *testing.T, req LaunchRequest) string {
+func (e *env) launch(t *testing.T, req runs.LaunchRequest) string {
 	t.Helper()
-	var info Info
+	var info runs.Info
 	if code := e.call(t, "POST", "/v1/agent-runs", req, &info); code != http.StatusAccepted {
 		t.Fatalf("POST /v1/agent-runs = %d, want 202", code)
 	}
-	if info.Status != StatusRunning || info.RunID == "" {
+	if info.Status != runs.StatusRunning || info.RunID == "" {
 		t.Fatalf("accepted %+v, want a running run with an id", info)
 	}
 	return info.RunID
 }
 
 // wait polls the run until it is finished.
-func (e *env) wait(t *testing.T, id string) Run {
+func (e *env) wait(t *testing.T, id string) runs.Run {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var run Run
+		var run runs.Run
 		if code := e.call(t, "GET", "/v1/agent-runs/"+id, nil, &run); code != http.StatusOK {
 			t.Fatalf("GET run = %d", code)
 		}
-		if run.Status != StatusRunning {
+		if run.Status != runs.StatusRunning {
 			return run
 		}
 		if time.Now().After(deadline) {
@@ -165,9 +165,9 @@ const scriptedTask = `steps:
 // the events, the chain verified) are served.
 func TestScriptedRun(t *testing.T) {
 	e := newEnv(t)
-	id := e.launch(t, LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeTask, TaskYAML: scriptedTask})
+	id := e.launch(t, runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask, TaskYAML: scriptedTask})
 	run := e.wait(t, id)
-	if run.Status != StatusFinished || run.Summary == nil {
+	if run.Status != runs.StatusFinished || run.Summary == nil {
 		t.Fatalf("run = %+v, want finished with a summary", run.Info)
 	}
 	if got, want := run.ExitReason, launch.ExitCompleted; got != want {
@@ -176,7 +176,7 @@ func TestScriptedRun(t *testing.T) {
 	if got, want := [3]int{run.Allowed, run.Denied, run.Failed}, [3]int{3, 1, 0}; got != want {
 		t.Errorf("allowed, denied, failed = %v, want %v (steps %+v)", got, want, run.Summary.Steps)
 	}
-	if got, want := run.Mode, ModeTask; got != want {
+	if got, want := run.Mode, runs.ModeTask; got != want {
 		t.Errorf("mode = %q, want %q", got, want)
 	}
 	if got, want := run.Summary.Steps[3].JobStatus, "completed"; got != want {
@@ -198,7 +198,7 @@ func TestScriptedRun(t *testing.T) {
 		}
 	}
 
-	var trail Trail
+	var trail runs.Trail
 	if code := e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail); code != http.StatusOK {
 		t.Fatalf("GET audit = %d", code)
 	}
@@ -237,7 +237,7 @@ func TestScriptedRun(t *testing.T) {
 		t.Errorf("%d events, want the %d lines verified", got, want)
 	}
 
-	var list struct{ Runs []Info }
+	var list struct{ Runs []runs.Info }
 	e.call(t, "GET", "/v1/agent-runs", nil, &list)
 	if len(list.Runs) != 1 || list.Runs[0].RunID != id || list.Runs[0].Denied != 1 {
 		t.Errorf("list = %+v, want the one run with 1 denial", list.Runs)
@@ -248,12 +248,12 @@ func TestScriptedRun(t *testing.T) {
 // broken by an edit of the log.
 func TestEditedAuditFailsVerification(t *testing.T) {
 	e := newEnv(t)
-	id := e.launch(t, LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeTask, TaskYAML: scriptedTask})
+	id := e.launch(t, runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask, TaskYAML: scriptedTask})
 	e.wait(t, id)
 	path := filepath.Join(e.runs, id, "audit.jsonl")
 	b, _ := os.ReadFile(path)
 	os.WriteFile(path, bytes.Replace(b, []byte(`/etc/passwd`), []byte(`/etc/hostname`), 1), 0o644)
-	var trail Trail
+	var trail runs.Trail
 	e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail)
 	if trail.Verify.OK || trail.Verify.BrokenLine == 0 {
 		t.Errorf("verify = %+v, want a broken chain", trail.Verify)
@@ -270,7 +270,7 @@ capabilities:
   filesystem:
     read: [logs]
 `
-	id := e.launch(t, LaunchRequest{ManifestYAML: manifest, Mode: ModeMock})
+	id := e.launch(t, runs.LaunchRequest{ManifestYAML: manifest, Mode: runs.ModeMock})
 	run := e.wait(t, id)
 	if run.Summary == nil {
 		t.Fatalf("run = %+v, want a summary", run.Info)
@@ -278,7 +278,7 @@ capabilities:
 	if got, want := run.ExitReason, launch.ExitFinalAnswer; got != want {
 		t.Errorf("exit_reason = %q, want %q", got, want)
 	}
-	if got, want := run.Mode, ModeMock; got != want {
+	if got, want := run.Mode, runs.ModeMock; got != want {
 		t.Errorf("mode = %q, want %q", got, want)
 	}
 	if got, want := run.ToolCallsUsed, int64(3); got != want {
@@ -290,7 +290,7 @@ capabilities:
 	if _, err := os.Stat(filepath.Join(e.runs, id, "conversation.json")); err != nil {
 		t.Errorf("no conversation.json: %v", err)
 	}
-	var trail Trail
+	var trail runs.Trail
 	e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail)
 	if !trail.Verify.OK || !trail.Verify.Complete {
 		t.Errorf("verify = %+v, want ok and complete", trail.Verify)
@@ -346,7 +346,7 @@ func TestManifestsOutsideTheRootsAreRefused(t *testing.T) {
 			var body struct {
 				Error struct{ Code, Message string }
 			}
-			code := e.call(t, "POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: tt.manifest, Mode: ModeTask, TaskYAML: "steps: [{tool: read_log}]"}, &body)
+			code := e.call(t, "POST", "/v1/agent-runs", runs.LaunchRequest{ManifestYAML: tt.manifest, Mode: runs.ModeTask, TaskYAML: "steps: [{tool: read_log}]"}, &body)
 			if code != http.StatusUnprocessableEntity || body.Error.Code != tt.wantCode {
 				t.Errorf("POST = %d %s (%s), want 422 %s", code, body.Error.Code, body.Error.Message, tt.wantCode)
 			}
@@ -355,47 +355,6 @@ func TestManifestsOutsideTheRootsAreRefused(t *testing.T) {
 	entries, _ := os.ReadDir(e.runs)
 	if len(entries) != 0 {
 		t.Errorf("refused launches left %d entries in %s", len(entries), e.runs)
-	}
-}
-
-// TestRunInProgressHoldsItsWriteRoot: while a run may write in a
-// directory, no other run may take a root beneath it (a job there could
-// turn it into a symlink), and a write root may not hold another run's
-// root.
-func TestRunInProgressHoldsItsWriteRoot(t *testing.T) {
-	e := newEnv(t)
-	for _, d := range []string{"out/a", "logs/sub"} {
-		os.MkdirAll(filepath.Join(e.root, d), 0o755)
-	}
-	writer := reach{roots: []string{filepath.Join(e.root, "out")}, write: []string{filepath.Join(e.root, "out")}}
-	if _, err := e.svc.admit("11111111-1111-4111-8111-111111111111", writer, Info{RunID: "11111111-1111-4111-8111-111111111111"}); err != nil {
-		t.Fatal(err)
-	}
-	reader := reach{roots: []string{filepath.Join(e.root, "logs", "sub")}}
-	if _, err := e.svc.admit("22222222-2222-4222-8222-222222222222", reader, Info{RunID: "22222222-2222-4222-8222-222222222222"}); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name, read, write string
-		wantStatus        int
-	}{
-		{"read root beneath a running run's write root", "[out/a]", "[]", 422},
-		{"that write root itself", "[out]", "[]", 202},
-		{"write root holding a running run's root", "[]", "[logs]", 422},
-		{"write root equal to a running run's root", "[]", "[logs/sub]", 202},
-		{"elsewhere", "[logs]", "[]", 202},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := "name: n\ncapabilities:\n  tools: [list_logs]\n  filesystem:\n    read: " + tt.read + "\n    write: " + tt.write + "\n"
-			var body struct {
-				Error struct{ Code, Message string }
-			}
-			code := e.call(t, "POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: m, Mode: ModeTask, TaskYAML: "steps: [{tool: list_logs, args: {directory: logs}}]"}, &body)
-			if code != tt.wantStatus {
-				t.Errorf("POST = %d %s (%s), want %d", code, body.Error.Code, body.Error.Message, tt.wantStatus)
-			}
-		})
 	}
 }
 
@@ -408,11 +367,11 @@ func TestRequestsAndIDsAreChecked(t *testing.T) {
 		body         any
 		wantStatus   int
 	}{
-		{"POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: scriptedManifest, Mode: "shell"}, 422},
-		{"POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeTask}, 422},
-		{"POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeMock, TaskYAML: scriptedTask}, 422},
+		{"POST", "/v1/agent-runs", runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: "shell"}, 422},
+		{"POST", "/v1/agent-runs", runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask}, 422},
+		{"POST", "/v1/agent-runs", runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeMock, TaskYAML: scriptedTask}, 422},
 		{"POST", "/v1/agent-runs", map[string]any{"manifest_yaml": scriptedManifest, "mode": "mock", "extra": 1}, 422},
-		{"POST", "/v1/agent-runs", LaunchRequest{ManifestYAML: strings.Repeat("#", MaxBodyBytes), Mode: ModeMock}, 413},
+		{"POST", "/v1/agent-runs", runs.LaunchRequest{ManifestYAML: strings.Repeat("#", MaxBodyBytes), Mode: runs.ModeMock}, 413},
 		{"GET", "/v1/agent-runs/6f1d0c53-7a38-4a4e-9d51-0c3c1f4f9a10", nil, 404},
 		{"GET", "/v1/agent-runs/..%2F..%2Fetc", nil, 404},
 		{"GET", "/v1/agent-runs/6F1D0C53-7A38-4A4E-9D51-0C3C1F4F9A10/audit", nil, 404},
@@ -432,48 +391,17 @@ func TestRequestsAndIDsAreChecked(t *testing.T) {
 // verified as far as it goes.
 func TestInterruptedRun(t *testing.T) {
 	e := newEnv(t)
-	id := e.launch(t, LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeTask, TaskYAML: scriptedTask})
+	id := e.launch(t, runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask, TaskYAML: scriptedTask})
 	e.wait(t, id)
 	os.Remove(filepath.Join(e.runs, id, "summary.json"))
-	var run Run
+	var run runs.Run
 	e.call(t, "GET", "/v1/agent-runs/"+id, nil, &run)
-	if got, want := run.Status, StatusInterrupted; got != want {
+	if got, want := run.Status, runs.StatusInterrupted; got != want {
 		t.Errorf("status = %q, want %q", got, want)
 	}
-	var trail Trail
+	var trail runs.Trail
 	e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail)
 	if !trail.Verify.OK {
 		t.Errorf("verify = %+v, want ok", trail.Verify)
-	}
-}
-
-// TestRunInProgressHoldsJobWorkspaces: a job whose workspace contains a
-// running run's write root (or lies inside it) was snapshotted while the
-// run's jobs wrote there (issue: the write root made 0777, swapped with a
-// symlink to /etc).
-func TestRunInProgressHoldsJobWorkspaces(t *testing.T) {
-	e := newEnv(t)
-	out := filepath.Join(e.root, "proj", "out")
-	os.MkdirAll(filepath.Join(out, "deep"), 0o755)
-	os.MkdirAll(filepath.Join(e.root, "other"), 0o755)
-	writer := reach{roots: []string{out}, write: []string{out}}
-	if _, err := e.svc.admit("11111111-1111-4111-8111-111111111111", writer, Info{RunID: "11111111-1111-4111-8111-111111111111"}); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name, ws string
-		own      []string
-		want     job.Code
-	}{
-		{"workspace holding the write root", filepath.Join(e.root, "proj"), nil, job.CodePathEscape},
-		{"the write root itself", out, nil, job.CodePathEscape},
-		{"inside the write root", filepath.Join(out, "deep"), nil, job.CodePathEscape},
-		{"the run's own tool job", filepath.Join(e.root, "proj"), []string{out}, ""},
-		{"elsewhere", filepath.Join(e.root, "other"), nil, ""},
-	}
-	for _, tt := range tests {
-		if got := job.CodeOf(e.svc.HoldsWorkspace(tt.ws, tt.own)); got != tt.want {
-			t.Errorf("%s: HoldsWorkspace(%s) = %q, want %q", tt.name, tt.ws, got, tt.want)
-		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent-runner/agent-runner/agent/launch"
+	"github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/queue"
 )
 
@@ -37,27 +38,28 @@ func TestRunProgressIsPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := e.events.AllEvents(ctx, last, queue.EventAgentRun)
+	ch, err := e.events.AllEvents(ctx, last, func(env queue.Envelope) bool { return env.Kind == runs.EventKind })
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := e.launch(t, LaunchRequest{ManifestYAML: scriptedManifest, Mode: ModeTask, TaskYAML: scriptedTask})
+	id := e.launch(t, runs.LaunchRequest{ManifestYAML: scriptedManifest, Mode: runs.ModeTask, TaskYAML: scriptedTask})
 	var got []runEvent
-	for len(got) == 0 || got[len(got)-1].Status == StatusRunning {
-		var ev queue.Sequenced
+	for len(got) == 0 || got[len(got)-1].Status == runs.StatusRunning {
+		var env queue.Sequenced
 		select {
-		case ev = <-ch:
+		case env = <-ch:
 		case <-ctx.Done():
 			t.Fatalf("events so far %+v; no run end before the deadline", got)
 		}
-		if ev.RunID != id || ev.Type != queue.EventAgentRun || ev.Time.IsZero() {
-			t.Fatalf("event %+v, want an agent_run of run %s with its time", ev.Event, id)
+		var ev runs.Progress
+		if err := json.Unmarshal(env.Payload, &ev); err != nil || env.ID != id || ev.RunID != id || env.Type != runs.EventKind || env.Time.IsZero() {
+			t.Fatalf("event %+v (%v), want an agent_run of run %s with its time", env.Envelope, err, id)
 		}
-		var run Run
+		var run runs.Run
 		if code := e.call(t, "GET", "/v1/agent-runs/"+id, nil, &run); code != http.StatusOK {
 			t.Fatalf("GET run on an event = %d", code)
 		}
-		var trail Trail
+		var trail runs.Trail
 		if code := e.call(t, "GET", "/v1/agent-runs/"+id+"/audit", nil, &trail); code != http.StatusOK {
 			t.Fatalf("GET audit on an event = %d", code)
 		}
@@ -73,22 +75,22 @@ func TestRunProgressIsPublished(t *testing.T) {
 		if calls < ev.Calls {
 			t.Errorf("on the event of call %d, the audit trail holds %d tool calls", ev.Calls, calls)
 		}
-		if run.Status == StatusRunning && (run.ToolCallsUsed < ev.Calls || run.Denied < ev.Denied) {
+		if run.Status == runs.StatusRunning && (run.ToolCallsUsed < ev.Calls || run.Denied < ev.Denied) {
 			t.Errorf("on the event of call %d (%d denied), GET counts %d calls, %d denied", ev.Calls, ev.Denied, run.ToolCallsUsed, run.Denied)
 		}
-		if string(ev.Status) == StatusFinished && run.Status != StatusFinished {
+		if string(ev.Status) == runs.StatusFinished && run.Status != runs.StatusFinished {
 			t.Errorf("on the finished event, GET says %q", run.Status)
 		}
 		got = append(got, runEvent{Status: string(ev.Status), Calls: ev.Calls, Denied: ev.Denied, Tool: ev.Tool, Allowed: ev.Allowed, ExitReason: ev.ExitReason})
 	}
 	yes, no := true, false
 	want := []runEvent{
-		{Status: StatusRunning},
-		{Status: StatusRunning, Calls: 1, Tool: "list_logs", Allowed: &yes},
-		{Status: StatusRunning, Calls: 2, Tool: "read_log", Allowed: &yes},
-		{Status: StatusRunning, Calls: 3, Denied: 1, Tool: "read_log", Allowed: &no},
-		{Status: StatusRunning, Calls: 4, Denied: 1, Tool: "run_tests", Allowed: &yes},
-		{Status: StatusFinished, Calls: 4, Denied: 1, ExitReason: launch.ExitCompleted},
+		{Status: runs.StatusRunning},
+		{Status: runs.StatusRunning, Calls: 1, Tool: "list_logs", Allowed: &yes},
+		{Status: runs.StatusRunning, Calls: 2, Tool: "read_log", Allowed: &yes},
+		{Status: runs.StatusRunning, Calls: 3, Denied: 1, Tool: "read_log", Allowed: &no},
+		{Status: runs.StatusRunning, Calls: 4, Denied: 1, Tool: "run_tests", Allowed: &yes},
+		{Status: runs.StatusFinished, Calls: 4, Denied: 1, ExitReason: launch.ExitCompleted},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("agent_run events of run %s (-want +got):\n%s", id, diff)

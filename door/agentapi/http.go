@@ -1,3 +1,7 @@
+// Package agentapi is serve's capability-runs door: the HTTP routes of
+// /v1/agent-runs over the capability-run service (agent/runs), which
+// launches, runs, bounds and records the runs. The door reads requests,
+// calls the service and writes its answers; it keeps no state of its own.
 package agentapi
 
 import (
@@ -8,8 +12,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/auth"
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -18,19 +23,19 @@ const MaxBodyBytes = 2 << 20
 
 type route struct {
 	pattern, scope string
-	h              func(*Service, http.ResponseWriter, *http.Request)
+	h              func(*runs.Service, http.ResponseWriter, *http.Request)
 }
 
 var routes = []route{
-	{"POST /v1/agent-runs", auth.ScopeSubmit, (*Service).serveLaunch},
-	{"GET /v1/agent-runs", auth.ScopeRead, (*Service).serveList},
-	{"GET /v1/agent-runs/{id}", auth.ScopeRead, (*Service).serveGet},
-	{"GET /v1/agent-runs/{id}/audit", auth.ScopeRead, (*Service).serveAudit},
+	{"POST /v1/agent-runs", auth.ScopeSubmit, serveLaunch},
+	{"GET /v1/agent-runs", auth.ScopeRead, serveList},
+	{"GET /v1/agent-runs/{id}", auth.ScopeRead, serveGet},
+	{"GET /v1/agent-runs/{id}/audit", auth.ScopeRead, serveAudit},
 }
 
-// Routes registers the capability-runs routes on mux, each wrapped with
-// wrap(scope, h) (serve's Auth).
-func Routes(mux *http.ServeMux, s *Service, wrap func(scope string, h http.Handler) http.Handler) {
+// Routes registers the capability-runs routes over s on mux, each
+// wrapped with wrap(scope, h) (serve's Auth).
+func Routes(mux *http.ServeMux, s *runs.Service, wrap func(scope string, h http.Handler) http.Handler) {
 	for _, r := range routes {
 		h := r.h
 		mux.Handle(r.pattern, wrap(r.scope, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })))
@@ -46,7 +51,7 @@ func Patterns() []string {
 	return out
 }
 
-func (s *Service) serveLaunch(w http.ResponseWriter, r *http.Request) {
+func serveLaunch(s *runs.Service, w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -57,7 +62,7 @@ func (s *Service) serveLaunch(w http.ResponseWriter, r *http.Request) {
 		httpreply.Error(w, job.Wrap(job.CodeInvalidRequest, err, "cannot read body"))
 		return
 	}
-	var req LaunchRequest
+	var req runs.LaunchRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -73,7 +78,7 @@ func (s *Service) serveLaunch(w http.ResponseWriter, r *http.Request) {
 	httpreply.JSON(w, http.StatusAccepted, info)
 }
 
-func (s *Service) serveList(w http.ResponseWriter, r *http.Request) {
+func serveList(s *runs.Service, w http.ResponseWriter, r *http.Request) {
 	limit := 100
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -83,15 +88,15 @@ func (s *Service) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	runs, err := s.List(limit)
+	list, err := s.List(limit)
 	if err != nil {
 		httpreply.Error(w, err)
 		return
 	}
-	httpreply.JSON(w, http.StatusOK, map[string]any{"runs": runs})
+	httpreply.JSON(w, http.StatusOK, map[string]any{"runs": list})
 }
 
-func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
+func serveGet(s *runs.Service, w http.ResponseWriter, r *http.Request) {
 	run, err := s.Get(r.PathValue("id"))
 	if err != nil {
 		httpreply.Error(w, err)
@@ -100,7 +105,7 @@ func (s *Service) serveGet(w http.ResponseWriter, r *http.Request) {
 	httpreply.JSON(w, http.StatusOK, run)
 }
 
-func (s *Service) serveAudit(w http.ResponseWriter, r *http.Request) {
+func serveAudit(s *runs.Service, w http.ResponseWriter, r *http.Request) {
 	t, err := s.Audit(r.PathValue("id"))
 	if err != nil {
 		httpreply.Error(w, err)

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 )
 
 // writeError and writeJSON answer through httpreply, the one mapping of

@@ -13,13 +13,15 @@ import (
 
 	"github.com/agent-runner/agent-runner/door/httpapi"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/taskevent"
 )
 
 // sseEvent is one parsed event of a text/event-stream.
 type sseEvent struct {
 	id, typ string
 	ev      httpapi.StreamEvent
+	data    string
 }
 
 // openEvents opens GET /v1/events (with Last-Event-ID when lastID is not
@@ -61,7 +63,8 @@ func openEvents(t *testing.T, e *env, lastID string) <-chan sseEvent {
 			case strings.HasPrefix(line, "event: "):
 				cur.typ = strings.TrimPrefix(line, "event: ")
 			case strings.HasPrefix(line, "data: "):
-				json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.ev)
+				cur.data = strings.TrimPrefix(line, "data: ")
+				json.Unmarshal([]byte(cur.data), &cur.ev)
 			}
 		}
 	}()
@@ -105,11 +108,16 @@ func TestAllEventsStream(t *testing.T) {
 	if len(got) != 3 || got[0].ev.Status != job.StatusQueued || got[1].ev.Status != job.StatusRunning {
 		t.Errorf("status events = %+v, want queued, running, completed", got)
 	}
-	if err := e.q.PublishTaskEvent(queue.Event{TaskID: "task_x", State: "running"}); err != nil {
+	if err := taskevent.PublishState(e.q, state.Record{TaskID: "task_x", State: state.Running}); err != nil {
 		t.Fatal(err)
 	}
 	task := nextSSE(t, events)
-	if task.typ != "task_state" || task.ev.TaskID != "task_x" || task.ev.State != "running" || task.ev.Time.IsZero() || task.ev.JobID != "" {
+	var fields struct {
+		TaskID string `json:"task_id"`
+		State  string `json:"state"`
+	}
+	json.Unmarshal([]byte(task.data), &fields)
+	if task.typ != "task_state" || fields.TaskID != "task_x" || fields.State != "running" || task.ev.Time.IsZero() || task.ev.JobID != "" {
 		t.Errorf("task event = %+v, want task_state task_x running with a time", task)
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	agentruns "github.com/agent-runner/agent-runner/agent/runs"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/door/agentapi"
 	"github.com/agent-runner/agent-runner/door/httpapi"
@@ -31,7 +32,7 @@ var mcpMethods = []string{"POST", "GET", "DELETE"}
 // uiRoutes are the dashboard's routes as ui.Mount registers them (package
 // ui lists them nowhere else); TestOpenAPIRoutesAnswer mounts the
 // dashboard, so a route here that ui.Mount does not register fails there.
-var uiRoutes = []string{"GET /{$}", "GET /ui/", "GET /ui-api/jobs/{job_id}/request", "GET /ui-api/tasks/{id}/stream"}
+var uiRoutes = []string{"GET /{$}", "GET /ui/", "GET /ui-api/jobs/{job_id}/request"}
 
 // servedRoutes is every "METHOD /path" `agent-runner serve` answers on its
 // listener: the job routes, the task API, capability runs, /mcp and the
@@ -141,12 +142,12 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 	taskapi.Routes(e.api.Mux(), store, e.api.Auth)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ui.Mount(ctx, ui.Config{Mux: e.api.Mux(), Auth: e.api.Auth, Store: e.r.Store()})
+	ui.Mount(ui.Config{Mux: e.api.Mux(), Auth: e.api.Auth, Store: e.r.Store()})
 	roots, err := workspaceroot.New([]string{t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs, err := agentapi.New(ctx, agentapi.Config{Dir: filepath.Join(t.TempDir(), "agent-runs"), Roots: roots})
+	runs, err := agentruns.New(ctx, agentruns.Config{Dir: filepath.Join(t.TempDir(), "agent-runs"), Roots: roots})
 	if err != nil {
 		t.Fatal(err)
 	}

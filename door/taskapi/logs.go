@@ -1,16 +1,14 @@
 package taskapi
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/agent-runner/agent-runner/door/eventstream"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -18,111 +16,83 @@ import (
 // one per line, following them until the task is terminal; completed
 // comes after the last line (an unterminated one included). The logs are
 // read from this request's own offsets a chunk at a time, as the
-// connection takes them (see tail). Each line's event id is where both
-// logs stand after it ("<stdout bytes>.<stderr bytes>"), so a client that
-// reconnects with Last-Event-ID resumes after that line: no gap, no
-// repeat. Keep-alive comments go out every 15 s.
+// connection takes them (see tail), whenever the task's events say they
+// may have grown (see news). Each event's id is where both logs stand
+// after it ("<stdout bytes>.<stderr bytes>"), so a client that reconnects
+// with Last-Event-ID resumes after that line: no gap, no repeat.
+// Keep-alive comments go out every 15 s.
 func (a *api) logs(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := a.status(id); err != nil {
 		writeError(w, err)
 		return
 	}
-	from, err := logPosition(r.Header.Get("Last-Event-ID"))
+	from, err := logPosition(eventstream.ResumeFrom(r, ""))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, errors.New("streaming unsupported"))
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rt := newRecordTails(filepath.Join(a.s.Dir(id), "outbox", "progress"))
-	defer rt.close()
-	rt.logs[0].off, rt.logs[1].off = from[0], from[1]
-	lastSend := time.Now()
-	send := func(stream string, chunk []byte) error {
-		lastSend = time.Now()
-		i := 0
-		if stream == logStreams[1] {
-			i = 1
-		}
-		// The tail has moved past the chunk; each line's id is where
-		// this log stands after it, the other log where it stands now.
-		pos := [2]int64{rt.logs[0].off, rt.logs[1].off}
-		pos[i] -= int64(len(chunk))
-		err := eachLineWithEnd(chunk, func(line []byte, consumed int) error {
-			pos[i] += int64(consumed)
-			b, _ := json.Marshal(map[string]string{"task_id": id, "line": string(line)})
-			_, err := fmt.Fprintf(w, "id: %d.%d\nevent: %s\ndata: %s\n\n", pos[0], pos[1], stream, b)
-			return err
-		})
-		fl.Flush()
+	eventstream.Serve(w, r, eventstream.Options{Eager: true}, func(ctx context.Context, send func(eventstream.Message) error) (string, error) {
+		return "", a.followLogs(ctx, id, from, send)
+	})
+}
+
+// followLogs sends the lines of task id's logs after from, then
+// completed, until ctx ends or send fails.
+func (a *api) followLogs(ctx context.Context, id string, from position, send func(eventstream.Message) error) error {
+	n, err := a.watch(ctx, id)
+	if err != nil {
 		return err
 	}
+	defer n.close()
+	rt := newRecordTails(filepath.Join(a.s.Dir(id), "outbox", "progress"), from)
+	defer rt.close()
+	pos := [2]int64{from.stdout, from.stderr}
 	for {
 		rec, err := a.record(id)
 		terminal := err == nil && rec.State.Terminal()
-		if rt.output(terminal, send) != nil {
-			return
+		err = rt.output(terminal, func(i int, chunk []byte, end int64) error {
+			return sendOutput(chunk, end, false, func(m StreamMessage, lineEnd int64) error {
+				pos[i] = lineEnd
+				b, _ := json.Marshal(map[string]string{"task_id": id, "line": m.Text})
+				return send(eventstream.Message{ID: logID(pos), Type: logStreams[i], Data: b})
+			})
+		})
+		if err != nil {
+			return err
 		}
 		if terminal {
 			st, _ := a.status(id)
 			b, _ := json.Marshal(st)
-			fmt.Fprintf(w, "event: completed\ndata: %s\n\n", b)
-			fl.Flush()
-			return
+			return send(eventstream.Message{ID: logID(pos), Type: "completed", Data: b})
 		}
-		if time.Since(lastSend) > 15*time.Second {
-			fmt.Fprint(w, ": keep-alive\n\n")
-			lastSend = time.Now()
-		}
-		fl.Flush()
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(streamPoll):
+		if !n.wait(ctx) {
+			return nil
 		}
 	}
 }
 
+// logID is a logs stream's event id: where both logs stand.
+func logID(pos [2]int64) string {
+	return strconv.FormatInt(pos[0], 10) + "." + strconv.FormatInt(pos[1], 10)
+}
+
 // logPosition reads a logs stream's Last-Event-ID: "<stdout>.<stderr>"
 // byte offsets, or none (from the start).
-func logPosition(v string) ([2]int64, error) {
-	var pos [2]int64
+func logPosition(v string) (position, error) {
+	var pos position
 	if v == "" {
 		return pos, nil
 	}
 	a, b, ok := strings.Cut(v, ".")
 	var err error
 	if ok {
-		if pos[0], err = strconv.ParseInt(a, 10, 64); err == nil {
-			pos[1], err = strconv.ParseInt(b, 10, 64)
+		if pos.stdout, err = strconv.ParseInt(a, 10, 64); err == nil {
+			pos.stderr, err = strconv.ParseInt(b, 10, 64)
 		}
 	}
-	if !ok || err != nil || pos[0] < 0 || pos[1] < 0 {
+	if !ok || err != nil || pos.stdout < 0 || pos.stderr < 0 {
 		return pos, job.Errorf(job.CodeInvalidRequest, "Last-Event-ID %q is not an event id of this stream (<stdout bytes>.<stderr bytes>)", v)
 	}
 	return pos, nil
-}
-
-// eachLineWithEnd is eachLine with the bytes each line took of the chunk
-// (its "\n" included).
-func eachLineWithEnd(chunk []byte, fn func(line []byte, consumed int) error) error {
-	for len(chunk) > 0 {
-		line, rest, found := bytes.Cut(chunk, []byte{'\n'})
-		n := len(line)
-		if found {
-			n++
-		}
-		if err := fn(line, n); err != nil {
-			return err
-		}
-		chunk = rest
-	}
-	return nil
 }

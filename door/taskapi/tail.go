@@ -29,7 +29,8 @@ func newTail(path string) *tail { return &tail{path: path} }
 // most chunkBytes; a line longer than that comes in pieces of
 // chunkBytes. With final (the writer is done) an unterminated last line
 // comes too. The chunk is valid until the next call; nil means nothing
-// new (or the file does not exist yet).
+// new (or the file does not exist yet). The chunk starts at the offset
+// the tail had before the call.
 func (t *tail) next(final bool) []byte {
 	if t.f == nil {
 		f, err := os.Open(t.path)
@@ -66,7 +67,19 @@ func (t *tail) close() {
 	}
 }
 
-// eachLine calls fn with each line of chunk, without its "\n".
-func eachLine(chunk []byte, fn func(line []byte) error) error {
-	return eachLineWithEnd(chunk, func(line []byte, _ int) error { return fn(line) })
+// eachLineWithEnd calls fn with each line of chunk, without its "\n",
+// and the bytes it took of the chunk (its "\n" included).
+func eachLineWithEnd(chunk []byte, fn func(line []byte, consumed int) error) error {
+	for len(chunk) > 0 {
+		line, rest, found := bytes.Cut(chunk, []byte{'\n'})
+		n := len(line)
+		if found {
+			n++
+		}
+		if err := fn(line, n); err != nil {
+			return err
+		}
+		chunk = rest
+	}
+	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
@@ -23,8 +23,11 @@ import (
 )
 
 // Routes registers the task API on mux; wrap(scope, h) adds auth.
-func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h http.Handler) http.Handler) {
+func Routes(mux *http.ServeMux, s *taskstore.Store, wrap func(scope string, h http.Handler) http.Handler, opts ...Option) {
 	a := &api{s: s, canRead: readCheck(wrap)}
+	for _, o := range opts {
+		o(a)
+	}
 	for _, r := range a.routes() {
 		mux.Handle(r.pattern, wrap(r.scope, r.h))
 	}
@@ -63,6 +66,8 @@ type api struct {
 	// canRead says whether a request's token may also read (nil: every
 	// caller may, as on the children socket, which is the task's own).
 	canRead func(*http.Request) bool
+	// events wakes the task streams (nil: they poll; see news).
+	events Events
 }
 
 // writeJSON and writeError answer like serve's job API (one mapping of

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/agent-runner/agent-runner/auth"
@@ -19,11 +18,11 @@ type Config struct {
 }
 
 // Mount registers the dashboard on cfg.Mux: the pages at /ui/, GET /
-// redirecting there, and the read routes under /ui-api/ (scope read).
-// ctx ends the in-process loop the task stream relay dials through.
-func Mount(ctx context.Context, cfg Config) {
+// redirecting there, and the read route under /ui-api/ (scope read). The
+// task page reads the task API's stream route itself (fetch, with the
+// Authorization header, as Server-Sent Events).
+func Mount(cfg Config) {
 	cfg.Mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusFound))
 	cfg.Mux.Handle("GET "+Prefix, files())
 	cfg.Mux.Handle("GET /ui-api/jobs/{job_id}/request", cfg.Auth(auth.ScopeRead, jobRequest(cfg.Store)))
-	cfg.Mux.Handle("GET /ui-api/tasks/{id}/stream", cfg.Auth(auth.ScopeRead, newRelay(ctx, cfg.Mux)))
 }

@@ -3,7 +3,7 @@ package ui
 import (
 	"net/http"
 
-	"github.com/agent-runner/agent-runner/httpreply"
+	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/store"
 )

@@ -1,9 +1,10 @@
 // Package ui is agent-runner's web dashboard: plain ES modules and CSS
 // embedded in the binary and served by `serve` at /ui/ (GET / redirects
-// there), plus the two small read routes the pages need that the HTTP API
-// does not offer to a browser: a task's live stream as newline-delimited
-// JSON over a fetch (browsers cannot put a bearer token on a WebSocket),
-// and a job's request with its environment values withheld. The pages are
+// there), plus the one read route the pages need that the HTTP API does
+// not offer: a job's request with its environment values withheld. A
+// task's live stream is the task API's own route, read with fetch (which,
+// unlike a browser's WebSocket, carries the bearer token) as Server-Sent
+// Events. The pages are
 // public; every datum they show comes from routes behind the API's tokens.
 package ui
 

@@ -1,17 +1,10 @@
 package ui
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/coder/websocket"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -93,79 +86,5 @@ func TestRedactWithholdsEnvValues(t *testing.T) {
 	}
 	if req.Command.Env["API_KEY"] != "s3cret" {
 		t.Errorf("redact changed the caller's request")
-	}
-}
-
-// fakeStream stands in for the task API's WebSocket route: it checks the
-// bearer token, sends two messages and closes normally.
-func fakeStream(t *testing.T) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /ws/tasks/{id}/stream", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer good" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			io.WriteString(w, `{"error":{"code":"auth.forbidden","message":"no"}}`)
-			return
-		}
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		ctx := r.Context()
-		for _, m := range []string{`{"type":"output","task_id":"` + r.PathValue("id") + `","text":"\u001b[32mhi\u001b[0m"}`, `{"type":"state_change","to":"completed"}`} {
-			if err := c.Write(ctx, websocket.MessageText, []byte(m)); err != nil {
-				return
-			}
-		}
-		c.Close(websocket.StatusNormalClosure, "task completed")
-	})
-	return mux
-}
-
-func TestRelayStreamsTheWebSocketAsNDJSON(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	mux := fakeStream(t)
-	mux.Handle("GET /ui-api/tasks/{id}/stream", newRelay(ctx, mux))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	get := func(token string) (*http.Response, []string) {
-		req, _ := http.NewRequest("GET", srv.URL+"/ui-api/tasks/t1/stream", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-		defer rcancel()
-		resp, err := http.DefaultClient.Do(req.WithContext(rctx))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var lines []string
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
-		}
-		return resp, lines
-	}
-	resp, lines := get("good")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
-		t.Fatalf("relay = %d %s, want 200 application/x-ndjson", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	var types []string
-	for _, l := range lines {
-		var m struct{ Type, Text string }
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("line %q: %v", l, err)
-		}
-		types = append(types, m.Type)
-	}
-	if diff := cmp.Diff([]string{"output", "state_change"}, types); diff != "" {
-		t.Errorf("relayed message types (-want +got):\n%s", diff)
-	}
-	// The route's own refusal reaches the page as it is.
-	resp, lines = get("bad")
-	if resp.StatusCode != http.StatusForbidden || len(lines) != 1 || !strings.Contains(lines[0], "auth.forbidden") {
-		t.Errorf("relay with a refused token = %d %q, want 403 auth.forbidden", resp.StatusCode, lines)
 	}
 }

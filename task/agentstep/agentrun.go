@@ -1,6 +1,7 @@
 // Package agentstep runs a task's agent (Claude Code by default, or the
-// manifest's agent.command) inside an agent-runner backend over the staged
-// inbox: output goes to the progress logs and live subscribers with secret
+// manifest's agent.command) as a step of the run service (runner.Step:
+// policy decided and recorded, output captured and hashed, a run record
+// runs/<task_id>.agent) on the task's backend over the staged inbox: output goes to the progress logs and live subscribers with secret
 // values scrubbed, stream-json lines update progress (bytes, tool calls,
 // current tool, last activity), and a task timeout and a hang timeout (no
 // output for a while) end the run with the reason recorded.
@@ -8,6 +9,7 @@ package agentstep
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 )
@@ -50,6 +53,13 @@ type Config struct {
 	// metrics.jsonl that could not be written, once each. It should carry
 	// the task's id (the lifecycle's does); nil discards.
 	Logger *slog.Logger
+	// Runner is the run service the agent runs through, recorded as
+	// runs/<task_id>.agent (runner.StepID); nil: the task's own step
+	// store (stage.StepRunner).
+	Runner *runner.Runner
+	// Policy is the operator's policy for tasks (serve's --task-policy);
+	// nil: DefaultPolicy. See StepPolicy.
+	Policy *job.Policy
 	// MaxLogBytes caps each of stdout.log and stderr.log (default
 	// DefaultMaxLogBytes): past it the log ends with a truncation line and
 	// the rest of the output reaches live subscribers only.
@@ -81,6 +91,9 @@ type Outcome struct {
 	// of why: the stream-json result's error, else the last error line of
 	// its stderr (else its last line); scrubbed, at most MaxFailureBytes.
 	Failure string `json:"failure,omitempty"`
+	// RunID is the run record of the agent step (runs/<RunID>), once
+	// the run service has claimed one.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // Command is the argv the task runs: agent.command, or Claude Code.
@@ -134,11 +147,21 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 		return out, err
 	}
 	env := append(BaseEnv(t, home, cfg.Backend), cfg.Env...)
-	var values []string
+	req := agentRequest(l, t, append([]string{exe}, argv[1:]...), env, network, cfg)
+	var values, secretEnv []string
 	for k, v := range secrets {
-		env = append(env, k+"="+v)
 		values = append(values, v)
+		secretEnv = append(secretEnv, k+"="+v)
 	}
+	steps, closeSteps, err := stage.StepRunner(cfg.Runner, l)
+	if err != nil {
+		return out, err
+	}
+	defer func() {
+		if err := closeSteps(); err != nil {
+			log.Warn("cannot close the task's step store", "error", err)
+		}
+	}()
 	scrub := newScrubber(values)
 	if cfg.HangTimeout <= 0 {
 		cfg.HangTimeout = 30 * time.Minute
@@ -182,20 +205,17 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	if cfg.MaxLogBytes <= 0 {
 		cfg.MaxLogBytes = DefaultMaxLogBytes
 	}
-	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), scrub, cfg.MaxLogBytes, func(p []byte) {
-		if cfg.Output != nil {
-			cfg.Output("stdout", p)
-		}
-	})
+	emitStdout, emitStderr := func([]byte) {}, func([]byte) {}
+	if cfg.Output != nil {
+		emitStdout = func(p []byte) { cfg.Output("stdout", p) }
+		emitStderr = func(p []byte) { cfg.Output("stderr", p) }
+	}
+	stdout, err := newLog(filepath.Join(l.Progress(), "stdout.log"), scrub, cfg.MaxLogBytes, emitStdout)
 	if err != nil {
 		return out, err
 	}
 	defer closeLog(stdout, "stdout.log", log)
-	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, cfg.MaxLogBytes, func(p []byte) {
-		if cfg.Output != nil {
-			cfg.Output("stderr", p)
-		}
-	})
+	stderr, err := newLog(filepath.Join(l.Progress(), "stderr.log"), scrub, cfg.MaxLogBytes, emitStderr)
 	if err != nil {
 		return out, err
 	}
@@ -212,44 +232,58 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	beating := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { hb.run(cfg.HeartbeatEvery, beating) })
+	// The backend's output is read raw for progress and the failure
+	// line, then scrubbed into the progress logs, whose output goes on
+	// to the run's capture and live subscribers.
+	wrap := func(stream string, capture io.Writer) io.Writer {
+		if stream == "stdout" {
+			stdout.setEmit(tee(capture, emitStdout))
+			return flushWriter{log: stdout, observe: prog.add}
+		}
+		stderr.setEmit(tee(capture, emitStderr))
+		return flushWriter{log: stderr, observe: func(p []byte) { prog.touch(len(p)); errLine.Write(p) }}
+	}
 	start := time.Now()
-	spec := SandboxSpec(l, t, append([]string{exe}, argv[1:]...), env)
-	spec.Network, spec.Egress = network, cfg.Egress
-	spec.ReadOnly = cfg.Mounts
-	spec.Stdout = writerFunc(func(p []byte) {
-		prog.add(p)
-		stdout.Write(p)
+	res, err := steps.Step(runCtx, req, runner.Options{
+		ReadOnly: cfg.Mounts,
+		Step: &runner.Step{Backend: cfg.Backend, Env: secretEnv, Egress: cfg.Egress, Wrap: wrap,
+			Usage: hb.sample, UsageEvery: min(cfg.HeartbeatEvery, 5*time.Second)},
 	})
-	spec.Stderr = writerFunc(func(p []byte) {
-		prog.touch(len(p))
-		errLine.Write(p)
-		stderr.Write(p)
-	})
-	spec.Usage, spec.UsageEvery = hb.sample, min(cfg.HeartbeatEvery, 5*time.Second)
-	res, err := cfg.Backend.Run(runCtx, spec)
 	stdout.Flush()
 	stderr.Flush()
 	prog.end()
-	if err == nil && (res.CPUTime > 0 || res.PeakMemoryBytes > 0) {
+	if err == nil && res.Termination == nil {
+		// Refused before the agent started (policy, backend setup): the
+		// record says why, and so does the task.
+		err = job.Errorf(job.CodeBackendSetupFailed, "the agent step ended without running")
+		if res.Error != nil {
+			err = res.Error
+		}
+	}
+	if err == nil && res.Usage != nil {
 		// The last heartbeat carries the run's totals (the process is gone).
-		hb.sample(backend.Usage{CPUTime: res.CPUTime, PeakMemoryBytes: res.PeakMemoryBytes})
-		out.CPUTime, out.PeakMemoryBytes = res.CPUTime, res.PeakMemoryBytes
+		cpu := time.Duration(res.Usage.CPUTimeMS) * time.Millisecond
+		hb.sample(backend.Usage{CPUTime: cpu, PeakMemoryBytes: res.Usage.PeakMemoryBytes})
+		out.CPUTime, out.PeakMemoryBytes = cpu, res.Usage.PeakMemoryBytes
 	}
 	close(beating)
 	beats.Wait()
+	out.RunID = res.JobID
 	out.Duration = time.Since(start)
 	out.Progress = prog.snapshot()
 	if err != nil {
 		return out, err
 	}
-	out.ExitCode, out.Reason, out.Signal = res.ExitCode, res.Reason, res.Signal
-	out.Enforced, out.NotEnforced = res.Enforced, res.NotEnforced
+	out.ExitCode, out.Reason, out.Signal = res.ExitCode, res.Termination.Reason, res.Termination.Signal
+	if res.Enforcement != nil {
+		out.Enforced, out.NotEnforced = res.Enforcement.Enforced, res.Enforcement.NotEnforced
+	}
 	mu.Lock()
-	if hung && res.Reason == job.ReasonCanceled {
+	if hung && out.Reason == job.ReasonCanceled {
 		out.Reason = ReasonHang
 	}
 	mu.Unlock()
-	if res.ExitCode == nil || *res.ExitCode != 0 {
+	if out.ExitCode == nil || *out.ExitCode != 0 {
 		out.Failure = prog.failure()
 		if out.Failure == "" {
 			out.Failure = errLine.failure(scrub)
@@ -266,10 +300,26 @@ func closeLog(l *scrubLog, name string, log *slog.Logger) {
 	}
 }
 
-// writerFunc is an io.Writer that hands every write to a function.
-type writerFunc func(p []byte)
+// flushWriter is one stream of the agent on its way to the run's
+// capture: observe reads the raw bytes, log scrubs them (and emits them
+// on); Flush, which the run service calls once the agent has ended,
+// writes out what the scrubber held back.
+type flushWriter struct {
+	log     *scrubLog
+	observe func(p []byte)
+}
 
-func (f writerFunc) Write(p []byte) (int, error) {
-	f(p)
-	return len(p), nil
+func (w flushWriter) Write(p []byte) (int, error) {
+	w.observe(p)
+	return w.log.Write(p)
+}
+
+func (w flushWriter) Flush() { w.log.Flush() }
+
+// tee hands p to the capture, then to emit.
+func tee(capture io.Writer, emit func([]byte)) func([]byte) {
+	return func(p []byte) {
+		capture.Write(p) // a capture never fails (package capture)
+		emit(p)
+	}
 }

@@ -147,6 +147,13 @@ func newLog(path string, s *scrubber, limit int64, emit func([]byte)) (*scrubLog
 	return l, nil
 }
 
+// setEmit makes emit where scrubbed output goes on.
+func (l *scrubLog) setEmit(emit func([]byte)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.emit = emit
+}
+
 // store appends b to the file up to the limit; the first write that does
 // not fit ends the file with one truncation line.
 func (l *scrubLog) store(b []byte) {

@@ -25,6 +25,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/task/agentstep"
@@ -83,6 +84,16 @@ type Config struct {
 	// Collect bounds the sandbox the patch is collected in (on Backend,
 	// as the agent ran); zero fields take stage's defaults.
 	Collect stage.CollectLimits
+	// Runner is the run service a task's sandboxed steps go through (the
+	// agent, the patch collection), each recorded as a run:
+	// runs/<task_id>.agent and runs/<task_id>.collect (runner.StepID).
+	// Nil: a run store of the task's own (stage.StepRunner), opened for
+	// the run.
+	Runner *runner.Runner
+	// Policy is the operator's policy for tasks (serve's --task-policy):
+	// the agent command must pass it (agentstep.StepPolicy). Nil: each
+	// task's own command is allowed (agentstep.DefaultPolicy).
+	Policy *job.Policy
 	// Logger hears what no record holds: a workspace, bridge or scratch
 	// directory that cannot be removed, an event that cannot be written,
 	// and Run's own failure, each once with the task's id (LogTaskID).
@@ -124,6 +135,10 @@ type Metadata struct {
 	TokenHash   string           `json:"token_sha256"`
 	Children    []Child          `json:"children,omitempty"`
 	Error       *job.Error       `json:"error,omitempty"`
+	// StepRuns are the run records of the task's steps by step name
+	// ("agent", "collect"): runs/<job_id> in the run store, readable as
+	// jobs (GET /v1/jobs/<job_id>).
+	StepRuns map[string]string `json:"step_runs,omitempty"`
 }
 
 // Run executes a submitted task whose directory and pending checkpoint
@@ -249,8 +264,19 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if err != nil {
 		return fail(err)
 	}
-	out, err := agentstep.Run(ctx, l, t, secrets, agentstep.Config{Backend: cfg.Backend, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
+	steps, closeSteps, err := stage.StepRunner(cfg.Runner, l)
+	if err != nil {
+		stopNetwork()
+		return fail(err)
+	}
+	defer func() {
+		if err := closeSteps(); err != nil {
+			log.Warn("cannot close the task's step store", "error", err)
+		}
+	}()
+	out, err := agentstep.Run(ctx, l, t, secrets, agentstep.Config{Backend: cfg.Backend, Runner: steps, Policy: cfg.Policy, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
 	stopNetwork()
+	md.stepRun("agent", out.RunID)
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
 	md.CPUSeconds, md.PeakMemoryBytes = out.CPUTime.Seconds(), out.PeakMemoryBytes
 	md.Enforced, md.NotEnforced = out.Enforced, out.NotEnforced
@@ -266,9 +292,10 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	// collect takes the patch, the untracked list and the artifact
 	// patterns, with a fresh context: a cancelled run still yields them.
 	collect := func() error {
-		arts, err := stage.Collect(context.Background(), l, t, cfg.Backend, cfg.Collect, log)
+		c, err := stage.CollectOn(context.Background(), steps, l, t, cfg.Backend, cfg.Collect, log)
+		md.stepRun("collect", c.RunID)
 		files, skipped := collectPatterns(context.Background(), l, t, cfg.artifactCaps())
-		md.Artifacts = append(append(md.Artifacts, arts...), files...)
+		md.Artifacts = append(append(md.Artifacts, c.Artifacts...), files...)
 		noteSkipped(m, log, skipped)
 		return err
 	}
@@ -313,6 +340,17 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 		}
 		return end(to, jerr.Message, jerr)
 	}
+}
+
+// stepRun links a step's run record (none: nothing).
+func (md *Metadata) stepRun(step, id string) {
+	if id == "" {
+		return
+	}
+	if md.StepRuns == nil {
+		md.StepRuns = map[string]string{}
+	}
+	md.StepRuns[step] = id
 }
 
 func describe(o agentstep.Outcome) string {

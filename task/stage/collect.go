@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/safecopy"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
@@ -59,32 +61,48 @@ func (c CollectLimits) withDefaults() CollectLimits {
 	return c
 }
 
-// Collect writes <id>.patch (git diff --binary against the staged commit,
-// new files and the agent's own commits included) and <id>-untracked.txt
-// to outbox/artifacts and returns them with checksums.
+// Collection is what Collect wrote, and the run id of its step's record.
+type Collection struct {
+	Artifacts []Artifact
+	RunID     string
+}
+
+// Collect is CollectOn with no run service: the collection's record
+// goes to the task's own step store (StepRunner).
+func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits, log *slog.Logger) ([]Artifact, error) {
+	c, err := CollectOn(ctx, nil, l, t, b, lim, log)
+	return c.Artifacts, err
+}
+
+// CollectOn writes <id>.patch (git diff --binary against the staged
+// commit, new files and the agent's own commits included) and
+// <id>-untracked.txt to outbox/artifacts and returns them with
+// checksums.
 //
 // Git walking the agent's tree is agent-controlled input: nested
 // repositories make git run `git status` inside them with their own
 // config (filters, fsmonitor), attributes name drivers, huge or sparse
 // files and deep trees take unbounded time and memory. So git never runs
-// on the host: Collect runs it in a sandbox of b (the backend the agent
-// ran on) over the inbox, as the sandbox's uid, under lim, with the
-// runner's base.git read-only as the repository and a fresh scratch
-// directory for the index and the outputs. The host only reads the two
-// output files, refusing anything but a regular file and reading no more
-// than the cap.
+// on the host: the collection is a step of the run service r (recorded
+// as runs/<task_id>.collect; nil r: see StepRunner) on b (the backend
+// the agent ran on) over the inbox, as the sandbox's uid, under lim,
+// with the runner's base.git read-only as the repository and a fresh
+// scratch directory for the index and the outputs. The host only reads
+// the two output files, refusing anything but a regular file and reading
+// no more than the cap.
 //
 // The scratch directory holds the agent's data; one that cannot be
 // removed afterwards is logged to log (nil: not logged), it does not fail
 // the collection.
-func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits, log *slog.Logger) ([]Artifact, error) {
+func CollectOn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits, log *slog.Logger) (Collection, error) {
+	var c Collection
 	if b == nil {
-		return nil, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
+		return c, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
 	}
 	lim = lim.withDefaults()
 	sc, err := newScratch()
 	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
+		return c, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
 	}
 	defer func() {
 		if err := sc.remove(); err != nil && log != nil {
@@ -92,26 +110,52 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 		}
 	}()
 	if err := shareBase(l.Base()); err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
+		return c, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
 	}
-	stderr := &tailBuffer{max: 4 << 10}
-	out, err := b.Run(ctx, collectSpec(l, t, sc.out, lim, stderr))
+	r, closeRunner, err := StepRunner(r, l)
 	if err != nil {
-		return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot start the collection sandbox")
+		return c, job.Wrap(job.CodeArtifactFailed, err, "cannot open the run store of the collection")
 	}
+	defer func() {
+		if err := closeRunner(); err != nil && log != nil {
+			log.Warn("cannot close the task's step store", "error", err)
+		}
+	}()
+	stderr := &tailBuffer{max: 4 << 10}
+	res, err := r.Step(ctx, collectRequest(l, t, sc.out, lim), runner.Options{
+		ReadOnly: []string{l.Base()},
+		Writable: []string{sc.out},
+		Step: &runner.Step{Backend: b, Wrap: func(stream string, capture io.Writer) io.Writer {
+			if stream == "stderr" {
+				return io.MultiWriter(capture, stderr)
+			}
+			return capture
+		}},
+	})
+	if err != nil {
+		return c, job.Wrap(job.CodeArtifactFailed, err, "cannot start the collection sandbox")
+	}
+	c.RunID = res.JobID
+	if res.Termination == nil {
+		if res.Error == nil {
+			return c, job.Errorf(job.CodeArtifactFailed, "the collection sandbox ended without running")
+		}
+		return c, job.Wrap(job.CodeArtifactFailed, res.Error, "cannot start the collection sandbox")
+	}
+	out := backend.Outcome{ExitCode: res.ExitCode, Reason: res.Termination.Reason, Signal: res.Termination.Signal}
 	// Over the cap first: a killed git (the file-size limit) is not a
 	// failure to report as such.
 	bufs, errs := readOutputs(ctx, sc.out, lim.MaxBytes, "untracked", "patch")
 	untracked, patch, uerr, perr := bufs[0], bufs[1], errs[0], errs[1]
 	if errors.Is(uerr, safecopy.ErrTooLarge) || errors.Is(perr, safecopy.ErrTooLarge) {
-		return nil, overCap(lim, "")
+		return c, overCap(lim, "")
 	}
 	if err := outcomeError(out, lim, stderr.String()); err != nil {
-		return nil, err
+		return c, err
 	}
 	for _, e := range []error{uerr, perr} {
 		if e != nil {
-			return nil, job.Wrap(job.CodeArtifactFailed, e, "cannot read the collection's output")
+			return c, job.Wrap(job.CodeArtifactFailed, e, "cannot read the collection's output")
 		}
 	}
 	files := splitNUL(untracked)
@@ -122,15 +166,14 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 		{t.Metadata.ID + ".patch", patch},
 		{t.Metadata.ID + "-untracked.txt", []byte(strings.Join(files, "\n") + newlineIf(len(files) > 0))},
 	}
-	var arts []Artifact
 	for _, o := range outs {
 		if err := os.WriteFile(filepath.Join(l.Artifacts(), o.name), o.b, 0o600); err != nil {
-			return nil, job.Wrap(job.CodeArtifactFailed, err, "cannot write "+o.name)
+			return c, job.Wrap(job.CodeArtifactFailed, err, "cannot write "+o.name)
 		}
 		sum := sha256.Sum256(o.b)
-		arts = append(arts, Artifact{Name: o.name, SizeBytes: int64(len(o.b)), SHA256: hex.EncodeToString(sum[:])})
+		c.Artifacts = append(c.Artifacts, Artifact{Name: o.name, SizeBytes: int64(len(o.b)), SHA256: hex.EncodeToString(sum[:])})
 	}
-	return arts, nil
+	return c, nil
 }
 
 // exitOverCap is collectScript's exit status for a new file over the cap.

@@ -1,11 +1,12 @@
 package stage
 
 import (
-	"io"
+	"maps"
+	"slices"
 	"strconv"
 
-	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/manifest"
 )
 
@@ -51,34 +52,40 @@ fi
 g diff --binary --no-ext-diff --no-textconv --ignore-submodules=dirty refs/heads/base >"$out/patch"
 `
 
-// collectSpec is the collection sandbox: the inbox as its workspace (the
-// backend hands it to the sandbox's uid, as for the agent), base.git
-// read-only and the scratch directory writable at their host paths, no
-// network, and lim. The environment is complete: no system, global or
-// home configuration, literal pathspecs (a file named "*" is that file).
-func collectSpec(l Layout, t *manifest.Task, scratch string, lim CollectLimits, stderr io.Writer) backend.Spec {
-	return backend.Spec{
-		JobID: t.Metadata.ID + "-collect",
-		Argv: []string{"/bin/sh", "-c", collectScript, "collect", l.Base(), scratch,
-			strconv.FormatInt(lim.MaxBytes, 10), strconv.FormatInt(lim.MemoryBytes>>10, 10)},
-		Env: []string{
-			"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/nonexistent", "XDG_CONFIG_HOME=/nonexistent",
-			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
-			"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "GIT_LITERAL_PATHSPECS=1", "GIT_NO_REPLACE_OBJECTS=1",
+// collectEnv is the collection's complete environment: no system,
+// global or home configuration, literal pathspecs (a file named "*" is
+// that file).
+var collectEnv = map[string]string{
+	"PATH": "/usr/bin:/bin", "LC_ALL": "C", "HOME": "/nonexistent", "XDG_CONFIG_HOME": "/nonexistent",
+	"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
+	"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1",
+}
+
+// collectRequest is the collection's run: the inbox as its workspace, in
+// place (the backend hands it to the sandbox's uid, as for the agent),
+// collectScript under /bin/sh, no network, and lim. Its policy is fixed,
+// not the operator's task policy: it allows the shell and the
+// environment the collection itself needs and nothing else. base.git
+// (read-only) and the scratch directory (writable) are the run's
+// Options.ReadOnly and Options.Writable, at their host paths.
+func collectRequest(l Layout, t *manifest.Task, scratch string, lim CollectLimits) job.Request {
+	keys := slices.Sorted(maps.Keys(collectEnv))
+	return job.Request{
+		JobID:     runner.StepID(t.Metadata.ID, "collect"),
+		Workspace: job.Workspace{Path: l.Inbox()},
+		Command: job.Command{
+			Argv: []string{"/bin/sh", "-c", collectScript, "collect", l.Base(), scratch,
+				strconv.FormatInt(lim.MaxBytes, 10), strconv.FormatInt(lim.MemoryBytes>>10, 10)},
+			Cwd: ".",
+			Env: maps.Clone(collectEnv),
 		},
-		Workspace: backend.Workspace{Dir: l.Inbox()},
-		Cwd:       ".",
-		ReadOnly:  []string{l.Base()},
-		Writable:  []string{scratch},
-		Network:   job.NetworkDisabled,
-		Limits: backend.Limits{
-			Timeout:      lim.Timeout,
-			MemoryBytes:  lim.MemoryBytes,
+		Policy: job.Policy{AllowedCommands: []job.CommandRule{{Basename: "sh"}}, AllowShell: true, AllowedEnv: keys, Network: job.NetworkDisabled},
+		Limits: job.Limits{
+			TimeoutMS:    lim.Timeout.Milliseconds(),
+			MemoryMB:     MemoryMB(lim.MemoryBytes),
 			CPUCount:     1,
 			MaxProcesses: 64,
-			TmpBytes:     64 << 20,
+			TmpMB:        64,
 		},
-		Stdout: io.Discard,
-		Stderr: stderr,
 	}
 }

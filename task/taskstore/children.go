@@ -72,7 +72,7 @@ func (s *Store) SubmitChild(parentID string, doc []byte) (string, error) {
 	if n := len(s.Children(parentID)); n >= MaxChildren {
 		return "", job.Errorf(job.CodeLimitExceeded, "task %s already has %d children (the limit)", parentID, n)
 	}
-	if err := s.create(t, doc); err != nil {
+	if err := s.createNew(t, doc); err != nil {
 		return "", err
 	}
 	if err := s.schedule(t, doc, parent); err != nil {

@@ -66,7 +66,9 @@ func (s *Store) RunQueued(ctx context.Context, id string, payload []byte, attemp
 		if _, statErr := os.Stat(s.Dir(id)); statErr == nil {
 			return err // a record exists but cannot be read: leave the message
 		}
-		if err := s.create(t, payload); err != nil {
+		// A redelivery racing this one may have recorded it first: the
+		// same manifest is no error.
+		if _, err := s.create(t, payload); err != nil {
 			return err
 		}
 		if m, err = s.Open(id); err != nil {
@@ -127,7 +129,7 @@ func (s *Store) requeue(id string, t *manifest.Task, doc []byte) error {
 // queue): nothing half-accepted stays behind. A child's id stays in its
 // parent's children list; Children skips ids without a record.
 func (s *Store) removeRecord(id string) {
-	if err := os.RemoveAll(s.Dir(id)); err != nil {
+	if err := s.records.Remove(id); err != nil {
 		s.log().Warn("cannot remove the record of a task the queue refused", "task_id", id, "error", err)
 	}
 }

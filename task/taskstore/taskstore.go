@@ -3,11 +3,15 @@
 // background, cancelling it, recovering after a restart (no task is left in
 // an active state: a pending task starts again, any other active state is
 // ended as failed with the interrupted stage recorded), and retention
-// (terminal tasks removed after configurable ages).
+// (terminal tasks removed after configurable ages). Its directory is the
+// store's task records (store.Tasks): ids follow the store's one rule, a
+// submit claims its id atomically, and retention is the store's.
 package taskstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
@@ -48,6 +53,8 @@ type Store struct {
 	// found started at start-up was interrupted by the restart.
 	SharedQueue bool
 
+	records *store.Records
+
 	mu      sync.Mutex
 	running map[string]context.CancelFunc
 	// dispatched marks the children handed to the queue or started (they
@@ -60,10 +67,11 @@ type Store struct {
 
 // New returns a store rooted at root (created if needed).
 func New(root string, cfg lifecycle.Config) (*Store, error) {
-	if err := os.MkdirAll(root, 0o711); err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the task store")
+	records, err := store.OpenRecords(root, store.Tasks)
+	if err != nil {
+		return nil, err
 	}
-	s := &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, running: map[string]context.CancelFunc{},
+	s := &Store{Root: root, Lifecycle: cfg, Retention: DefaultRetention, records: records, running: map[string]context.CancelFunc{},
 		dispatched: map[string]bool{}, waiting: map[string][]queued{}}
 	s.Lifecycle.ChildrenOf = s.Children
 	return s, nil
@@ -102,7 +110,7 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 			return "", job.Wrap(job.CodeInternal, err, "cannot store the manifest")
 		}
 	}
-	if err := s.create(t, manifestYAML); err != nil {
+	if err := s.createNew(t, manifestYAML); err != nil {
 		return "", err
 	}
 	if err := s.dispatch(t, manifestYAML); err != nil {
@@ -112,36 +120,70 @@ func (s *Store) Submit(manifestYAML []byte) (string, error) {
 	return t.Metadata.ID, nil
 }
 
-// create records a new task as pending with its manifest.
-func (s *Store) create(t *manifest.Task, manifestYAML []byte) error {
-	// The id is claimed by creating its directory: of concurrent submits
-	// of one id exactly one gets past here.
-	if err := os.Mkdir(s.Dir(t.Metadata.ID), 0o711); err != nil {
-		if os.IsExist(err) {
-			return job.Errorf(job.CodeJobConflict, "task %s already exists", t.Metadata.ID)
+// create records a new task as pending with its manifest and reports
+// whether this call created it. The id is claimed atomically
+// (store.Records.Claim): of concurrent submits of one id, in any number
+// of processes sharing the store, exactly one creates the task; a repeat
+// with the same manifest is (false, nil), one with another manifest is
+// job.conflict.
+func (s *Store) create(t *manifest.Task, manifestYAML []byte) (bool, error) {
+	id := t.Metadata.ID
+	created, err := s.records.Claim(id, manifestDigest(t, manifestYAML), func(dir string) error {
+		if _, err := state.Create(dir, id, t.ParentID); err != nil {
+			return err
 		}
-		return job.Wrap(job.CodeRunIOFailed, err, "cannot create the task directory")
+		// The manifest is in the record before it exists, so a pending
+		// task can be restarted after a crash.
+		return store.WriteFileReplace(filepath.Join(dir, "manifest.yaml"), manifestYAML, store.RecordFileMode)
+	})
+	if err != nil || !created {
+		return false, err
 	}
-	m, err := state.Create(s.Dir(t.Metadata.ID), t.Metadata.ID, t.ParentID)
+	m, err := state.Open(s.Dir(id))
 	if err != nil {
-		return err
+		return true, err
 	}
 	if t.ParentID != "" && ValidID(t.ParentID) {
 		if _, err := os.Stat(s.Dir(t.ParentID)); err == nil {
-			if err := s.indexChild(t.ParentID, t.Metadata.ID); err != nil {
-				return err
+			if err := s.indexChild(t.ParentID, id); err != nil {
+				return true, err
 			}
 		}
-	}
-	// The manifest is on disk before anything runs, so a pending task can
-	// be restarted after a crash.
-	if err := os.WriteFile(filepath.Join(s.Dir(t.Metadata.ID), "manifest.yaml"), manifestYAML, 0o600); err != nil {
-		return job.Wrap(job.CodeRunIOFailed, err, "cannot store manifest.yaml")
 	}
 	// Observed once complete: a reader that follows the state events
 	// (GET /v1/events) finds the task's name and labels.
 	s.observe("", m.Current())
+	return true, nil
+}
+
+// createNew is create for a submit: a task id already taken is
+// job.conflict (409), whether the manifest is the same (details
+// same_manifest: true; the repeat changed nothing, and answers so rather
+// than run an agent's work twice) or another.
+func (s *Store) createNew(t *manifest.Task, manifestYAML []byte) error {
+	created, err := s.create(t, manifestYAML)
+	if err != nil {
+		if je := job.AsError(err); je.Code == job.CodeJobConflict {
+			return je.With("same_manifest", false)
+		}
+		return err
+	}
+	if !created {
+		return job.Errorf(job.CodeJobConflict, "task %s already exists, submitted with this same manifest; nothing was changed", t.Metadata.ID).
+			With("task_id", t.Metadata.ID).With("same_manifest", true)
+	}
 	return nil
+}
+
+// manifestDigest is the digest a task id is claimed with: of the parsed
+// manifest in its stored form, so one manifest sent as YAML or as JSON
+// is the same request; of the document itself if it cannot be encoded.
+func manifestDigest(t *manifest.Task, doc []byte) string {
+	if b, err := yaml.Marshal(t); err == nil {
+		doc = b
+	}
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
 }
 
 // start runs a task in this process, in the background (no queue).
@@ -316,34 +358,49 @@ func (s *Store) Recover() ([]string, error) {
 }
 
 // Retain removes terminal tasks older than their retention age (measured
-// from the last checkpoint) and returns their ids.
+// from the last checkpoint) and returns their ids: the store's retention
+// (store.Records.Retain), which leaves a task in progress in any process.
+// A task's size-limited workspace is unmounted first; one that cannot be
+// is kept and logged.
 func (s *Store) Retain(now time.Time) []string {
-	var removed []string
-	s.each(func(id string, m *state.Machine) {
-		rec := m.Current()
-		var age time.Duration
-		switch rec.State {
-		case state.Completed:
-			age = s.Retention.Completed
-		case state.Failed, state.FailedPreserved:
-			age = s.Retention.Failed
-		case state.Cancelled:
-			age = s.Retention.Cancelled
-		default:
-			return
-		}
-		if age > 0 && now.Sub(rec.LastCheckpoint) > age {
-			if err := stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(id)}); err != nil {
-				s.log().Warn("retention: cannot remove a task's workspace", "task_id", id, "error", err)
-			}
-			if err := os.RemoveAll(s.Dir(id)); err != nil {
+	removed, err := s.records.Retain(now, store.Expiry{
+		Ended: s.ending,
+		Busy: func(id string) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			_, ok := s.running[id]
+			return ok
+		},
+		Release: func(id string) error { return stage.RemoveWorkspace(stage.Layout{Dir: s.Dir(id)}) },
+		Skipped: func(id string, err error) {
+			if job.CodeOf(err) != job.CodeJobNotFound {
 				s.log().Warn("retention: cannot remove a task", "task_id", id, "error", err)
-				return
 			}
-			removed = append(removed, id)
-		}
+		},
 	})
+	if err != nil {
+		s.log().Warn("retention: cannot remove a task", "error", err)
+	}
 	return removed
+}
+
+// ending is a task's part in retention: terminal states, with their ages.
+func (s *Store) ending(id string) (store.Ending, error) {
+	m, err := s.Open(id)
+	if err != nil {
+		return store.Ending{}, err
+	}
+	rec := m.Current()
+	end := store.Ending{Terminal: rec.State.Terminal(), At: rec.LastCheckpoint}
+	switch rec.State {
+	case state.Completed:
+		end.Keep = s.Retention.Completed
+	case state.Failed, state.FailedPreserved:
+		end.Keep = s.Retention.Failed
+	case state.Cancelled:
+		end.Keep = s.Retention.Cancelled
+	}
+	return end, nil
 }
 
 // each calls fn for every task directory whose checkpoint opens; others
@@ -354,8 +411,8 @@ func (s *Store) each(fn func(id string, m *state.Machine)) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot read the task store")
 	}
 	for _, e := range entries {
-		if !e.IsDir() {
-			continue
+		if !e.IsDir() || !ValidID(e.Name()) {
+			continue // the store's own entries: claims, removals, locks
 		}
 		if m, err := state.Open(s.Dir(e.Name())); err == nil {
 			fn(e.Name(), m)

@@ -3,20 +3,19 @@ package taskstore
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/task/stage"
 	"github.com/agent-runner/agent-runner/task/state"
 )
 
-// ValidID reports whether id can name a task directory (no separators, not
-// "." or "..").
-func ValidID(id string) bool {
-	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\\\x00")
-}
+// ValidID reports whether id can name a task: the store's one id rule
+// (store.ValidID), which every manifest's metadata.id and every minted id
+// follow.
+func ValidID(id string) bool { return store.ValidID(id) }
 
 // Open returns a stored task's state machine, or job.not_found.
 func (s *Store) Open(id string) (*state.Machine, error) {

@@ -190,14 +190,6 @@ export async function live(signal, { onReady, onEvent, onError }) {
   }
 }
 
-// ndjson reads newline-delimited JSON (the task stream relay).
-export async function ndjson(path, onMessage, { signal } = {}) {
-  const res = await request(path, { signal });
-  for await (const line of lines(res, '\n')) {
-    if (line.trim()) onMessage(JSON.parse(line));
-  }
-}
-
 // download fetches a file with the token, checks its SHA-256 against
 // want, and saves it under name. It returns the digest it computed.
 export async function download(path, name, want) {

@@ -1,5 +1,5 @@
 // tasks.js: the agent tasks list and a task's page.
-import { getJSON, request, ndjson, live, download, scopes, APIError } from './api.js';
+import { getJSON, request, sse, live, download, scopes, APIError } from './api.js';
 import { h, badge, setBadge, fmtBytes, fmtDuration, fmtTime, kv, section, errorBox, forbidden, sleep } from './dom.js';
 import { Terminal } from './term.js';
 import { renderDiff } from './diff.js';
@@ -306,14 +306,18 @@ export async function taskPage(main, id, signal) {
   }
   showStatus(first);
 
-  // The stream replays the task's whole history, then follows it; after
-  // a dropped connection it is read again from the start.
+  // The task API's stream, read as Server-Sent Events over fetch (which
+  // carries the token): the task's whole history, then live news. After
+  // a dropped connection it resumes after the last message it got
+  // (Last-Event-ID): nothing is lost or shown twice.
+  timeline.replaceChildren();
+  term.clear();
+  cpu.length = 0; mem.length = 0; lastCPU = null;
+  let lastID = '';
   while (!signal.aborted) {
-    timeline.replaceChildren();
-    term.clear();
-    cpu.length = 0; mem.length = 0; lastCPU = null;
     try {
-      await ndjson('/ui-api/tasks/' + enc + '/stream', (m) => {
+      await sse(taskStream(enc), (type, m, id) => {
+        if (id) lastID = id;
         switch (m.type) {
           case 'state_change':
             setState(m.to);
@@ -345,7 +349,7 @@ export async function taskPage(main, id, signal) {
             if (m.error) err.replaceChildren(errorBox(m.error));
             break;
         }
-      }, { signal });
+      }, { signal, lastID });
     } catch (e) {
       if (signal.aborted) return;
       err.replaceChildren(errorBox(e));
@@ -367,12 +371,17 @@ export async function taskPage(main, id, signal) {
   } catch (e) { patchBox.replaceChildren(errorBox(e)); }
 }
 
+// taskStream is the path of a task's stream, output in chunks of lines.
+function taskStream(enc) {
+  return '/ws/tasks/' + enc + '/stream?output=chunks';
+}
+
 // saveLog downloads the task's output as <id>.log, stdout and stderr in
 // the order the stream gives them. It reads the stream to its end, so it
 // is offered once the task has ended.
 async function saveLog(enc, id) {
   const parts = [];
-  await ndjson('/ui-api/tasks/' + enc + '/stream', (m) => { if (m.type === 'output') parts.push(m.text || '', '\n'); });
+  await sse(taskStream(enc), (type, m) => { if (m.type === 'output') parts.push(m.text || '', '\n'); });
   const a = document.createElement('a');
   a.href = URL.createObjectURL(new Blob(parts, { type: 'text/plain' }));
   a.download = id + '.log';

@@ -1,4 +1,4 @@
-package remote_test
+package taskremote_test
 
 import (
 	"bytes"
@@ -14,12 +14,47 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/task/state"
+	"github.com/agent-runner/agent-runner/task/taskevent"
+	"github.com/agent-runner/agent-runner/task/taskremote"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
+		goleak.IgnoreTopFunction("time.Sleep"),
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats.go.(*Conn).flusher"),
+	)
+}
+
+// testWorker is the identity the rig's publisher has.
+const testWorker = "wtest"
+
+// claim writes worker's claim of kind's id, as the API node's queue does
+// when the server delivers it to that worker.
+func claim(t *testing.T, q *queue.Queue, worker, kind, id string) {
+	t.Helper()
+	js, _ := jetstream.New(q.Conn())
+	if _, err := js.Publish(context.Background(), queue.ClaimsPrefix+worker+"."+kind+"."+id, []byte(`{"attempt":1}`)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // taskRig is an API node's task store A (embedded queue, MirrorTasks) and
 // a worker's task store B publishing to it.
@@ -46,7 +81,7 @@ func newTaskRig(t *testing.T) *taskRig {
 		g.observed = append(g.observed, string(from)+">"+string(rec.State))
 		g.mu.Unlock()
 	}
-	if err := remote.MirrorTasks(ctx, q, g.apiDir, obs, remote.Limits{MaxBytes: 8 << 20}, nil); err != nil {
+	if err := taskremote.MirrorTasks(ctx, q, g.apiDir, obs, remote.Limits{MaxBytes: 8 << 20}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -158,7 +193,7 @@ func TestTaskRecordReachesTheAPINode(t *testing.T) {
 		"home/.profile":                     []byte("stays"),
 	}
 	g.run(t, id, state.Completed, files)
-	if err := remote.PublishTask(g.pub, g.workerDir)(context.Background(), id); err != nil {
+	if err := taskremote.PublishTask(g.pub, g.workerDir)(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	rec := g.waitState(t, id, state.Completed)
@@ -204,7 +239,7 @@ func TestTerminalTaskStateIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.run(t, "t2", state.Completed, map[string][]byte{"outbox/progress/stdout.log": []byte("late")})
-	if err := remote.PublishTask(g.pub, g.workerDir)(context.Background(), "t2"); err != nil {
+	if err := taskremote.PublishTask(g.pub, g.workerDir)(context.Background(), "t2"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "record acknowledged", g.drained(t))
@@ -267,7 +302,7 @@ func TestRefusedTaskRecordEndsTheTask(t *testing.T) {
 func TestTaskStatesAreFollowed(t *testing.T) {
 	g := newTaskRig(t)
 	g.submit(t, "t3")
-	publish := remote.TaskStates(g.q, nil)
+	publish := taskremote.TaskStates(g.q, nil)
 	// Staging, provisioning and ready were missed: running is reached
 	// through them.
 	publish(state.Ready, state.Record{TaskID: "t3", State: state.Running})
@@ -297,7 +332,7 @@ func TestTaskStatesAreFollowed(t *testing.T) {
 // (its message is delivered again).
 func TestPublishTaskNeedsATerminalRecord(t *testing.T) {
 	g := newTaskRig(t)
-	publish := remote.PublishTask(g.pub, g.workerDir)
+	publish := taskremote.PublishTask(g.pub, g.workerDir)
 	if err := publish(context.Background(), "never-recorded"); err != nil {
 		t.Errorf("PublishTask(no record) = %v, want nil", err)
 	}
@@ -307,5 +342,58 @@ func TestPublishTaskNeedsATerminalRecord(t *testing.T) {
 	}
 	if !g.drained(t)() {
 		t.Error("a record was published")
+	}
+}
+
+// TestLiveOutputIsAppendedAndAnnounced: a chunk a worker publishes of a
+// task recorded on the API node is appended to its progress log there,
+// and the API node then says so (task_recorded), which wakes the task's
+// streams; a chunk of a task staged on this node (a worker sharing the
+// store writes its log itself) is neither appended nor announced.
+func TestLiveOutputIsAppendedAndAnnounced(t *testing.T) {
+	g := newTaskRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range []string{"t6", "t6-staged-here"} {
+		g.submit(t, id)
+		if err := os.MkdirAll(filepath.Join(g.apiDir(id), "outbox", "progress"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(g.apiDir("t6-staged-here"), "inbox"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	last, err := g.q.LastEventSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded, err := g.q.AllEvents(ctx, last, func(e queue.Envelope) bool { return e.Type == taskevent.TypeRecorded })
+	if err != nil {
+		t.Fatal(err)
+	}
+	output := taskremote.TaskOutput(g.q)
+	output("t6", "stdout", []byte("first\n"))
+	output("t6-staged-here", "stdout", []byte("not here\n"))
+	output("t6", "stderr", []byte("second\n"))
+	var got []string
+	for len(got) < 2 {
+		select {
+		case ev := <-recorded:
+			got = append(got, ev.ID+" "+string(ev.Payload))
+		case <-ctx.Done():
+			t.Fatalf("recorded events so far %q", got)
+		}
+	}
+	want := []string{`t6 {"task_id":"t6","record":"stdout"}`, `t6 {"task_id":"t6","record":"stderr"}`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("task_recorded events (-want +got):\n%s", diff)
+	}
+	for name, want := range map[string]string{"stdout.log": "first\n", "stderr.log": "second\n"} {
+		if b, _ := os.ReadFile(filepath.Join(g.apiDir("t6"), "outbox", "progress", name)); string(b) != want {
+			t.Errorf("%s on the API node = %q, want %q", name, b, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(g.apiDir("t6-staged-here"), "outbox", "progress", "stdout.log")); err == nil {
+		t.Error("a chunk of a task staged here was appended")
 	}
 }

@@ -5,13 +5,16 @@
 // hash chain verified). Manifests are held to serve's workspace roots
 // before anything is created: a submitter gets no filesystem reach beyond
 // what POST /v1/jobs already gives it.
-package agentapi
+package runs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,6 +27,7 @@ import (
 	"github.com/agent-runner/agent-runner/agent/model"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
@@ -43,6 +47,10 @@ const DefaultMessage = "Find the errors in the logs and summarize them."
 // DefaultMaxRunning bounds the runs in progress at once.
 const DefaultMaxRunning = 16
 
+// DefaultRetention is how long a run is kept after it ended (the jobs'
+// default, runner.DefaultRetention).
+const DefaultRetention = 7 * 24 * time.Hour
+
 // Config is what a Service needs from serve.
 type Config struct {
 	// Dir holds the run directories (<store-dir>/agent-runs).
@@ -60,6 +68,9 @@ type Config struct {
 	// MaxRunning is the most runs in progress at once (default
 	// DefaultMaxRunning); beyond it a launch is queue.full.
 	MaxRunning int
+	// Retention is how long Retain keeps a run after it ended (default
+	// DefaultRetention).
+	Retention time.Duration
 	// Events, when set, carries each run's progress to live viewers
 	// (events.go): serve's queue.
 	Events *queue.Queue
@@ -71,18 +82,20 @@ type Service struct {
 	cfg Config
 	// ctx is serve's lifetime, the parent of every run: runs outlive the
 	// request that launched them (as http.Server.BaseContext does).
-	ctx context.Context
-	wg  sync.WaitGroup
+	ctx     context.Context
+	wg      sync.WaitGroup
+	records *store.Records
 
 	mu      sync.Mutex
 	running map[string]*active
 }
 
-// active is a run in progress: what it is, and the host paths it holds
-// (hold.go).
+// active is a run in progress: what it is, the host paths it holds
+// (hold.go), and the release of its record's lock.
 type active struct {
-	info  Info
-	reach reach
+	info   Info
+	reach  reach
+	unlock func()
 }
 
 // New returns a Service whose runs live under cfg.Dir; ctx ends every
@@ -94,17 +107,22 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.MaxRunning <= 0 {
 		cfg.MaxRunning = DefaultMaxRunning
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.Logger = cfg.Logger.With("component", "agentapi")
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "create agent runs directory").With("path", cfg.Dir)
+	cfg.Logger = cfg.Logger.With("component", "agent_runs")
+	records, err := store.OpenRecords(cfg.Dir, store.CapabilityRuns)
+	if err != nil {
+		return nil, err
 	}
-	return &Service{cfg: cfg, ctx: ctx, running: map[string]*active{}}, nil
+	return &Service{cfg: cfg, ctx: ctx, records: records, running: map[string]*active{}}, nil
 }
 
-// LaunchRequest is the body of POST /v1/agent-runs.
+// LaunchRequest is what a run is launched from (the body of POST
+// /v1/agent-runs).
 type LaunchRequest struct {
 	ManifestYAML string `json:"manifest_yaml"`
 	// Mode is ModeTask or ModeMock.
@@ -116,11 +134,11 @@ type LaunchRequest struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Launch checks req, opens the run (its directory, audit log and
-// run_start) and runs it in the background, its progress published
-// (events.go). A manifest that does not
-// compile, or whose paths lie outside the workspace roots, is refused
-// before anything is written.
+// Launch checks req, claims a minted run id in the store, opens the run
+// (its directory, audit log and run_start) and runs it in the background,
+// holding its record's lock, its progress published (events.go). A
+// manifest that does not compile, or whose paths lie outside the
+// workspace roots, is refused before anything is written.
 func (s *Service) Launch(req LaunchRequest) (Info, error) {
 	var task *launch.Task
 	switch req.Mode {
@@ -163,8 +181,16 @@ func (s *Service) Launch(req LaunchRequest) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	if err := s.claim(a, id, req); err != nil {
+		s.done(id)
+		return Info{}, err
+	}
 	sess, err := s.open(id, req)
 	if err != nil {
+		// Nothing half-opened stays behind.
+		if rerr := s.records.Remove(id); rerr != nil {
+			s.cfg.Logger.Warn("cannot remove the record of a run that did not open", "run_id", id, "error", rerr)
+		}
 		s.done(id)
 		return Info{}, err
 	}
@@ -173,13 +199,13 @@ func (s *Service) Launch(req LaunchRequest) (Info, error) {
 	info := a.info
 	s.mu.Unlock()
 	if task != nil {
-		if err := os.WriteFile(filepath.Join(sess.Dir, "task.yaml"), []byte(req.TaskYAML), 0o644); err != nil {
+		if err := s.records.WriteFile(id, "task.yaml", []byte(req.TaskYAML), false); err != nil {
 			sess.Finish(launch.ExitCanceled, "")
 			s.done(id)
 			return Info{}, job.Wrap(job.CodeRunIOFailed, err, "copy task")
 		}
 	}
-	s.publish(queue.Event{RunID: id, Status: StatusRunning})
+	s.publish(Progress{RunID: id, Status: StatusRunning})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -206,6 +232,32 @@ func (s *Service) run(sess *launch.Session, task *launch.Task, message string) (
 	return loop.Run(s.ctx, sess, loop.Config{Client: client, Message: message})
 }
 
+// claim takes run id's lock (held until done) and creates its record in
+// the store, with the digest of req. The id is minted, so a record that
+// already exists is job.conflict.
+func (s *Service) claim(a *active, id string, req LaunchRequest) error {
+	unlock, err := s.records.Lock(s.ctx, id, false)
+	if errors.Is(err, store.ErrRunLocked) {
+		return job.Errorf(job.CodeJobConflict, "agent run %s is in progress elsewhere", id).With("run_id", id)
+	}
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	a.unlock = unlock
+	s.mu.Unlock()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return job.Wrap(job.CodeInternal, err, "encode launch request")
+	}
+	sum := sha256.Sum256(b)
+	created, err := s.records.Claim(id, hex.EncodeToString(sum[:]), func(string) error { return nil })
+	if err == nil && !created {
+		err = job.Errorf(job.CodeJobConflict, "agent run %s already exists", id).With("run_id", id)
+	}
+	return err
+}
+
 // open writes the manifest where launch.Open reads it and opens the
 // session (launch.Open copies it into the run directory).
 func (s *Service) open(id string, req LaunchRequest) (*launch.Session, error) {
@@ -226,15 +278,19 @@ func (s *Service) open(id string, req LaunchRequest) (*launch.Session, error) {
 		mode = modeMock
 	}
 	return launch.Open(s.ctx, f.Name(), mode, launch.Options{
-		RunsDir: s.cfg.Dir, Cwd: s.base(), Jobs: s.cfg.Jobs, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
+		RunsDir: s.records.Dir(), Cwd: s.base(), Jobs: s.cfg.Jobs, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
 		NewID: func() string { return id }, OnStep: s.onStep(id),
 	})
 }
 
-// done forgets a finished run: its directory answers from now on.
+// done forgets a finished run and releases its record's lock: its
+// directory answers from now on.
 func (s *Service) done(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if a := s.running[id]; a != nil && a.unlock != nil {
+		a.unlock()
+	}
 	delete(s.running, id)
 }
 

@@ -1,4 +1,4 @@
-package agentapi
+package runs
 
 import (
 	"bufio"
@@ -12,11 +12,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/agent-runner/agent-runner/agent/audit"
 	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
 )
 
 // Statuses of a run.
@@ -86,21 +85,18 @@ func (s *Service) Get(id string) (Run, error) {
 
 // List returns up to limit runs, newest first.
 func (s *Service) List(limit int) ([]Info, error) {
-	entries, err := os.ReadDir(s.cfg.Dir)
+	ids, err := s.records.List()
 	if err != nil {
-		return nil, job.Wrap(job.CodeRunIOFailed, err, "read agent runs")
+		return nil, err
 	}
 	out := []Info{}
-	for _, e := range entries {
-		if !e.IsDir() || !validID(e.Name()) {
-			continue
-		}
-		dir := filepath.Join(s.cfg.Dir, e.Name())
+	for _, id := range ids {
+		dir := s.records.Path(id)
 		start, err := runStart(dir)
 		if err != nil {
 			continue // a directory launch.Open did not finish creating
 		}
-		out = append(out, s.info(e.Name(), dir, start))
+		out = append(out, s.info(id, dir, start))
 	}
 	slices.SortFunc(out, func(a, b Info) int {
 		if c := b.StartedAt.Compare(a.StartedAt); c != 0 {
@@ -191,20 +187,14 @@ func (s *Service) status(id, dir string) string {
 // dir returns run id's directory; an id that is not a run's is
 // job.not_found, and never names a path.
 func (s *Service) dir(id string) (string, error) {
-	if !validID(id) {
+	if !store.ValidID(id) {
 		return "", job.Errorf(job.CodeJobNotFound, "no agent run %q", id).With("run_id", id)
 	}
-	dir := filepath.Join(s.cfg.Dir, id)
+	dir := s.records.Path(id)
 	if !fileExists(filepath.Join(dir, "audit.jsonl")) {
 		return "", job.Errorf(job.CodeJobNotFound, "no agent run %q", id).With("run_id", id)
 	}
 	return dir, nil
-}
-
-// validID reports whether id is a run id: a UUID in canonical form.
-func validID(id string) bool {
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id
 }
 
 // runStart reads the audit log's first event (run_start, with the

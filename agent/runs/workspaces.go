@@ -1,4 +1,4 @@
-package agentapi
+package runs
 
 import (
 	"path/filepath"

@@ -1,4 +1,9 @@
-package remote
+// Package taskremote carries agent tasks between a worker and the API
+// node of another host: the task record's kind for the record mirror
+// (package remote, which knows no task), the worker's hooks that publish
+// a task's state, output and record, and the API node's side that applies
+// them to its own task directories.
+package taskremote
 
 import (
 	"context"
@@ -11,20 +16,13 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/state"
-)
-
-// taskEventsSubjects are the task state events workers publish
-// (queue.PublishTaskEvent on ar.taskevents.<task_id>; ids may hold dots).
-const (
-	taskEventsPrefix   = "ar.taskevents."
-	taskEventsSubjects = taskEventsPrefix + ">"
+	"github.com/agent-runner/agent-runner/task/taskevent"
 )
 
 // Tasks is an agent task's directory (<store>/tasks/<id>/, see
@@ -41,7 +39,7 @@ const (
 // replaces it, written last, unless it is terminal there already (a
 // cancel that came first); and only a terminal state.json of the same
 // task is accepted.
-var Tasks = Kind{
+var Tasks = remote.Kind{
 	Name:  "task",
 	Files: []string{"manifest.yaml", "children", "outbox"},
 	// manifest.yaml is as the API node stored it when it accepted the
@@ -78,10 +76,10 @@ func checkTaskState(id string, b []byte) error {
 // delivery that left no record here (its message named another task) has
 // nothing to carry; a task that is not terminal is an error, so its
 // message is delivered again rather than acknowledged.
-func PublishTask(p *Publisher, dir func(id string) string) func(ctx context.Context, id string) error {
+func PublishTask(p *remote.Publisher, dir func(id string) string) func(ctx context.Context, id string) error {
 	return func(ctx context.Context, id string) error {
 		d := dir(id)
-		b, err := readCommit(filepath.Join(d, state.StateFile))
+		b, err := remote.ReadCommit(filepath.Join(d, state.StateFile))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -96,11 +94,11 @@ func PublishTask(p *Publisher, dir func(id string) string) func(ctx context.Cont
 }
 
 // TaskStates returns a worker's task observer (lifecycle.Config.Observer):
-// every transition of a task it runs goes on ar.taskevents.<id>, which the
-// API node's MirrorTasks follows; next, if set, hears it too.
+// every transition of a task it runs goes on the bus (taskevent.TypeState),
+// which the API node's MirrorTasks follows; next, if set, hears it too.
 func TaskStates(q *queue.Queue, next state.Observer) state.Observer {
 	return func(from state.State, rec state.Record) {
-		_ = q.PublishTaskEvent(queue.Event{TaskID: rec.TaskID, State: string(rec.State), Time: rec.LastCheckpoint})
+		_ = taskevent.PublishState(q, rec)
 		if next != nil {
 			next(from, rec)
 		}
@@ -112,29 +110,37 @@ func TaskStates(q *queue.Queue, next state.Observer) state.Observer {
 // of the workers' task state events that moves a task running on another
 // worker forward (staging, running...). obs, if set, hears every
 // transition either makes (metrics).
-func MirrorTasks(ctx context.Context, q *queue.Queue, dir func(id string) string, obs state.Observer, lim Limits, log *slog.Logger) error {
+func MirrorTasks(ctx context.Context, q *queue.Queue, dir func(id string) string, obs state.Observer, lim remote.Limits, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &taskSide{dir: dir, obs: obs}
-	m, err := NewMirror(ctx, q.Conn(), MirrorConfig{
+	t := &taskSide{dir: dir, obs: obs, q: q}
+	m, err := remote.NewMirror(ctx, q.Conn(), remote.MirrorConfig{
 		Kind: Tasks, Dir: dir, Limits: lim, Durable: true, Logger: log, Lock: &t.mu,
 		Committed: t.committed, Refused: t.refused,
 	})
 	if err != nil {
 		return err
 	}
-	sub, err := q.Conn().Subscribe(taskEventsSubjects, t.status)
+	stop, err := q.Watch(ctx, taskevent.Kind, "", t.status)
 	if err != nil {
-		return job.Wrap(job.CodeQueueClosed, err, "cannot follow task state events")
+		return err
 	}
 	go func() {
-		defer sub.Unsubscribe()
+		defer stop()
 		if err := m.Run(ctx); err != nil {
 			log.Error("task record mirror stopped", "error", err)
 		}
 	}()
 	return nil
+}
+
+// liveFiles are the progress files a worker's live output events are
+// appended to, and what the API node's task_recorded calls each.
+var liveFiles = map[string]struct{ name, record string }{
+	taskevent.TypeStdout:  {"stdout.log", "stdout"},
+	taskevent.TypeStderr:  {"stderr.log", "stderr"},
+	taskevent.TypeMetrics: {agentstep.HeartbeatFile, "metrics"},
 }
 
 // taskSide keeps a task's state.json on the API node in step with the
@@ -145,29 +151,36 @@ type taskSide struct {
 	mu  sync.Mutex
 	dir func(id string) string
 	obs state.Observer
+	// q hears what this node wrote of a task (taskevent.TypeRecorded),
+	// so the task's streams here read it.
+	q *queue.Queue
 }
 
 // status moves a task this node has a record of forward to the state of
 // a worker's event, one lifecycle step at a time (events missed while
 // this node was down are stepped through). Terminal states are left to
 // the record; a task already there, further along or terminal stays.
-func (t *taskSide) status(msg *nats.Msg) {
-	var ev queue.Event
-	if json.Unmarshal(msg.Data, &ev) != nil || !Tasks.ValidID(ev.TaskID) || msg.Subject != taskEventsPrefix+ev.TaskID {
+func (t *taskSide) status(env queue.Envelope) {
+	if !Tasks.ValidID(env.ID) {
 		return
 	}
-	switch ev.Type {
-	case queue.EventTaskStdout:
-		t.output(ev.TaskID, "stdout.log", ev.Data)
+	switch env.Type {
+	case taskevent.TypeStdout, taskevent.TypeStderr, taskevent.TypeMetrics:
+		var out taskevent.Output
+		if json.Unmarshal(env.Payload, &out) != nil {
+			return
+		}
+		f := liveFiles[env.Type]
+		if t.output(env.ID, f.name, out.Data) {
+			_ = taskevent.PublishRecorded(t.q, env.ID, f.record)
+		}
 		return
-	case queue.EventTaskStderr:
-		t.output(ev.TaskID, "stderr.log", ev.Data)
-		return
-	case queue.EventTaskMetrics:
-		t.output(ev.TaskID, agentstep.HeartbeatFile, ev.Data)
-		return
-	case queue.EventTaskState:
+	case taskevent.TypeState:
 	default:
+		return
+	}
+	var ev taskevent.State
+	if json.Unmarshal(env.Payload, &ev) != nil || ev.TaskID != env.ID {
 		return
 	}
 	to := state.State(ev.State)
@@ -195,57 +208,61 @@ func (t *taskSide) status(msg *nats.Msg) {
 		if m.Transition(state.All[i+1], "reported by the worker running the task", nil) != nil {
 			return
 		}
+		_ = taskevent.PublishRecorded(t.q, ev.TaskID, "state")
 	}
 }
 
 // output appends a live chunk of a task's output (or a heartbeat line)
-// to its progress log on
-// this node, where the task stream reads it, while the task is active
-// here and the log is under the agent's cap; the record replaces the log
-// with the worker's whole one when the task ends. A task staged in this
+// to its progress log on this node, where the task stream reads it, while
+// the task is active here and the log is under the agent's cap, and
+// reports whether it did; the record replaces the log with the worker's
+// whole one when the task ends. A task staged in this
 // directory (a worker sharing the store) writes its log itself.
-func (t *taskSide) output(id, name string, p []byte) {
+func (t *taskSide) output(id, name string, p []byte) (written bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	root, err := os.OpenRoot(t.dir(id))
 	if err != nil {
-		return // a task this node never recorded
+		return false // a task this node never recorded
 	}
 	defer root.Close()
 	if _, err := root.Stat("inbox"); err == nil {
-		return // staged here: the worker shares this store and writes the log itself
+		return false // staged here: the worker shares this store and writes the log itself
 	}
 	m, err := state.Open(t.dir(id))
 	if err != nil || m.Current().State.Terminal() {
-		return
+		return false
 	}
 	f, err := root.OpenFile(filepath.Join("outbox", "progress", name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return
+		return false
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size()+int64(len(p)) > agentstep.DefaultMaxLogBytes {
-		return
+		return false
 	}
-	_, _ = f.Write(p) // a lost live chunk: the record brings the whole log
+	_, err = f.Write(p) // a lost live chunk: the record brings the whole log
+	return err == nil
 }
 
 // TaskOutput is the worker's lifecycle Output hook: each chunk of a
-// task's scrubbed output goes out on ar.taskevents.<id>, so the API node
-// streams a task that runs here live.
+// task's scrubbed output goes on the bus (taskevent.PublishOutput), so the
+// API node streams a task that runs here live.
 func TaskOutput(q *queue.Queue) func(taskID, stream string, p []byte) {
 	return func(taskID, stream string, p []byte) {
-		_ = q.PublishTaskOutput(taskID, stream, append([]byte(nil), p...)) // live view only; the record carries the logs
+		_ = taskevent.PublishOutput(q, taskID, stream, p) // live view only; the record carries the logs
 	}
 }
 
-// committed tells the observer about the terminal state a record brought
-// (from what it replaced).
-func (t *taskSide) committed(_ context.Context, m Manifest, prev []byte) {
+// committed announces the record just written (TypeRecorded) and tells
+// the observer about the terminal state it brought (from what it
+// replaced).
+func (t *taskSide) committed(_ context.Context, m remote.Manifest, prev []byte) {
+	_ = taskevent.PublishRecorded(t.q, m.ID, "record")
 	if t.obs == nil {
 		return
 	}
-	b, err := readCommit(filepath.Join(t.dir(m.ID), state.StateFile))
+	b, err := remote.ReadCommit(filepath.Join(t.dir(m.ID), state.StateFile))
 	if err != nil {
 		return
 	}
@@ -271,7 +288,7 @@ func (t *taskSide) refused(_ context.Context, id string, _ int, jerr *job.Error)
 		return
 	}
 	m.Observe(t.obs)
-	if !m.Current().State.Terminal() {
-		_ = m.Transition(state.Failed, jerr.Message, jerr)
+	if !m.Current().State.Terminal() && m.Transition(state.Failed, jerr.Message, jerr) == nil {
+		_ = taskevent.PublishRecorded(t.q, id, "state")
 	}
 }
