@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-runner/agent-runner/job"
 )
 
 // Backend runs one prepared Spec to completion.
@@ -77,6 +79,23 @@ type Spec struct {
 	// Spec to any other (backend.unavailable), and a backend that cannot
 	// enforce it at run time refuses it too, never running without.
 	Executables []string
+	// Pinned, under Executables, is the file each listed path whose
+	// sha256 the policy pinned was when it was hashed: a backend grants
+	// such a path only if it is still that file (same identity), and
+	// fails the Spec otherwise, so the digest holds for the very file
+	// the workload may execute.
+	Pinned map[string]FileIdentity
+	// DeniedPrograms, when non-nil, are program names (basenames: the
+	// policy's shells, busybox) no process of the workload may execute,
+	// found in the backend's view and compared by file (device and
+	// inode), whatever name or link reaches them (policy.allow_shell
+	// false). A backend enforces it when it can lists job.LimitShells in
+	// Outcome.Enforced; one that cannot refuses the Spec
+	// (backend.unavailable) unless it was built with
+	// Config.AllowUnenforcedLimits, and then lists it in NotEnforced.
+	// A backend that does not know the field lists neither, and the
+	// runner reports it not enforced.
+	DeniedPrograms []string
 	// Workspace is the job's writable root.
 	Workspace Workspace
 	// Cwd is relative to the workspace root ("." for the root).
@@ -245,4 +264,9 @@ type Outcome struct {
 	// sets it only with a nil error; the caller reads Layers (artifacts)
 	// and then calls it (once is enough, more is harmless).
 	Release func()
+	// ExecDenials are the execs the backend refused under
+	// Spec.DeniedPrograms or Spec.Executables, the first
+	// job.MaxExecDenials of them, and ExecDenialsTotal counts them all.
+	ExecDenials      []job.ExecDenial
+	ExecDenialsTotal int
 }

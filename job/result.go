@@ -27,6 +27,30 @@ type Result struct {
 	// ArtifactsSkipped are matched files left out because they did not
 	// fit the artifact caps; the job's status does not change.
 	ArtifactsSkipped []SkippedArtifact `json:"artifacts_skipped,omitempty"`
+	// ExecDenials are the execs inside the job that its policy refused
+	// (a shell under allow_shell false, a program off the list under
+	// exec_scope every_process), the first MaxExecDenials of them;
+	// ExecDenialsTotal counts them all. The kernel refused them; what
+	// the job did about it is its own.
+	ExecDenials      []ExecDenial `json:"exec_denials,omitempty"`
+	ExecDenialsTotal int          `json:"exec_denials_total,omitempty"`
+}
+
+// MaxExecDenials caps Result.ExecDenials.
+const MaxExecDenials = 100
+
+// ExecDenial is one exec the job's policy refused inside the job.
+type ExecDenial struct {
+	// Path is the program the exec named, absolute inside the sandbox.
+	Path string `json:"path"`
+	// Interpreter, when set, is the refused #! interpreter of Path (a
+	// script), which is what the kernel refused.
+	Interpreter string `json:"interpreter,omitempty"`
+	// Argv0 is the argv[0] the exec passed, when it could be read.
+	Argv0 string `json:"argv0,omitempty"`
+	// PID is the calling process in the sandbox's pid namespace.
+	PID  int       `json:"pid,omitempty"`
+	Time time.Time `json:"time"`
 }
 
 // Reasons an artifact was skipped: the limit it did not fit.
@@ -155,4 +179,8 @@ const (
 	// LimitHostIDs: a host uid/gid range of the sandbox's own, so kernel
 	// per-uid accounts never couple two jobs (needs a root runner).
 	LimitHostIDs = "host_ids"
+	// LimitShells: policy.allow_shell false held at every exec in the
+	// job, not only on the command line (listed only for a job whose
+	// policy denies shells).
+	LimitShells = "shells"
 )

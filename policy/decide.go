@@ -3,6 +3,7 @@ package policy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -48,8 +49,17 @@ type Decision struct {
 	// allowed command resolves to, a pinned digest checked on that file
 	// (see executables). Nil under exec_scope argv0.
 	Executables []string
-	Version     string
-	Messages    []string
+	// Pinned, under exec_scope every_process, is the file each of
+	// Executables whose sha256 the policy checked was when it was hashed
+	// (backend.Spec.Pinned).
+	Pinned map[string]backend.FileIdentity
+	// DeniedPrograms, under allow_shell false, are the program names no
+	// process of the job may execute (ShellPrograms), whatever the
+	// exec_scope: the backend finds them in its view and refuses them at
+	// every exec. Nil with allow_shell.
+	DeniedPrograms []string
+	Version        string
+	Messages       []string
 }
 
 // Decide applies req.Policy (and cfg) to req. It returns a *job.Error with a
@@ -68,6 +78,10 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 	d.Argv = append([]string(nil), argv...)
 	every := p.ExecScope == job.ExecScopeEveryProcess
 	var ran []string
+	var pinned map[string]backend.FileIdentity
+	if every {
+		pinned = map[string]backend.FileIdentity{}
+	}
 	for _, st := range chain(argv) {
 		name := st.name
 		rule, ok := findRule(p.AllowedCommands, filepath.Base(name))
@@ -88,7 +102,7 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 			}
 			continue
 		}
-		exe, err := resolve(name, rule, cfg)
+		exe, err := resolve(name, rule, cfg, pinned)
 		if err != nil {
 			return d, err
 		}
@@ -113,10 +127,14 @@ func Decide(req job.Request, cfg Config) (Decision, *job.Error) {
 		return d, err
 	}
 	d.Env = env
+	if !p.AllowShell {
+		d.DeniedPrograms = ShellPrograms()
+	}
 	if every {
 		var msgs []string
-		d.Executables, msgs = executables(p, cfg, ran)
+		d.Executables, msgs = executables(p, cfg, ran, pinned)
 		d.Messages = append(d.Messages, msgs...)
+		d.Pinned = pinned
 	}
 	return d, nil
 }
@@ -144,8 +162,10 @@ func findRule(rules []job.CommandRule, base string) (job.CommandRule, bool) {
 }
 
 // resolve finds the executable for name under rule. It returns "" for a
-// relative path with a slash, which lives in the workspace snapshot.
-func resolve(name string, rule job.CommandRule, cfg Config) (string, *job.Error) {
+// relative path with a slash, which lives in the workspace snapshot. A
+// digest it checks puts the identity of the file hashed in pinned
+// (when not nil).
+func resolve(name string, rule job.CommandRule, cfg Config, pinned map[string]backend.FileIdentity) (string, *job.Error) {
 	var exe string
 	switch {
 	case rule.Path != "" && (!strings.Contains(name, "/") || filepath.Clean(name) == filepath.Clean(rule.Path)):
@@ -180,7 +200,7 @@ func resolve(name string, rule job.CommandRule, cfg Config) (string, *job.Error)
 		return "", outsideView(name, exe, false, cfg.View)
 	}
 	if rule.SHA256 != "" {
-		sum, err := fileSHA256(exe)
+		sum, id, err := fileSHA256(exe)
 		if err != nil {
 			return "", job.Wrap(job.CodeCommandDenied, err, "pinned command cannot be hashed").With("argv0", name).With("path", exe)
 		}
@@ -188,6 +208,9 @@ func resolve(name string, rule job.CommandRule, cfg Config) (string, *job.Error)
 		if sum != want {
 			return "", job.Errorf(job.CodeCommandDenied, "command digest does not match the pinned sha256").
 				With("argv0", name).With("path", exe).With("sha256", sum)
+		}
+		if pinned != nil {
+			pinned[exe] = id
 		}
 	}
 	return exe, nil
@@ -213,36 +236,41 @@ func lookPath(name string, search []string) string {
 }
 
 type digestKey struct {
-	path      string
-	size, mod int64
-	ino       uint64
+	path string
+	id   backend.FileIdentity
 }
 
 var digestCache sync.Map // digestKey -> string
 
-// fileSHA256 hashes an executable, caching by path, size, mtime and inode so
-// repeated jobs do not rehash large interpreters.
-func fileSHA256(path string) (string, error) {
+// fileSHA256 hashes an executable and says which file it hashed, caching
+// by path and identity (inode, size, mtime, ctime) so repeated jobs do
+// not rehash large interpreters. A file that changes while it is hashed
+// is an error.
+func fileSHA256(path string) (string, backend.FileIdentity, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", backend.FileIdentity{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", err
+		return "", backend.FileIdentity{}, err
 	}
-	key := digestKey{path: path, size: fi.Size(), mod: fi.ModTime().UnixNano(), ino: inode(fi)}
+	id := identity(fi)
+	key := digestKey{path: path, id: id}
 	if v, ok := digestCache.Load(key); ok {
-		return v.(string), nil
+		return v.(string), id, nil
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+		return "", id, err
+	}
+	if after, err := f.Stat(); err != nil || identity(after) != id {
+		return "", id, fmt.Errorf("%s changed while it was hashed", path)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	digestCache.Store(key, sum)
-	return sum, nil
+	return sum, id, nil
 }
 
 // childEnv builds the child environment: BaseEnv plus request keys that

@@ -68,7 +68,7 @@ func codeOf(err *job.Error) job.Code {
 }
 
 func TestDecideDigest(t *testing.T) {
-	sum, err := fileSHA256("/bin/true")
+	sum, _, err := fileSHA256("/bin/true")
 	if err != nil {
 		t.Fatal(err)
 	}

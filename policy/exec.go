@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -25,11 +26,12 @@ func carriesShell(exe, name string, anyApplet bool) bool {
 // every_process: the absolute host path of each rule's program, found as
 // the command line's own are (a pinned path, else the sandbox's PATH or
 // the search path, a pinned digest checked on that file), beside ran, the
-// programs the command line itself resolved to. Without allow_shell, a
+// programs the command line itself resolved to (pinned gets the identity
+// of each file whose digest was checked). Without allow_shell, a
 // shell, or busybox (whose callers can name its sh applet), is left out.
 // A rule that resolves to nothing grants nothing; the messages say which
 // and why.
-func executables(p job.Policy, cfg Config, ran []string) ([]string, []string) {
+func executables(p job.Policy, cfg Config, ran []string, pinned map[string]backend.FileIdentity) ([]string, []string) {
 	out := slices.Clone(ran)
 	var msgs []string
 	seen := map[string]bool{}
@@ -38,7 +40,7 @@ func executables(p job.Policy, cfg Config, ran []string) ([]string, []string) {
 			continue // the first rule for a basename wins, as on the command line
 		}
 		seen[r.Basename] = true
-		exe, err := resolve(r.Basename, r, cfg)
+		exe, err := resolve(r.Basename, r, cfg, pinned)
 		switch {
 		case err != nil:
 			msgs = append(msgs, fmt.Sprintf("exec_scope every_process: allowed command %q is not executable in the job: %s", r.Basename, err.Message))

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -40,6 +41,18 @@ var optionsWithValue = map[string]bool{
 
 // IsShell reports whether name (a basename) is a shell interpreter.
 func IsShell(name string) bool { return shells[name] }
+
+// ShellPrograms are the program names a policy without allow_shell keeps
+// every process of a job from executing: the shells, and busybox, whose
+// sh applet any caller can name. Sorted.
+func ShellPrograms() []string {
+	out := []string{"busybox"}
+	for s := range shells {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // maxChain bounds how many wrappers deep a command line is followed; a
 // deeper chain is refused rather than partly checked.

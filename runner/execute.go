@@ -262,7 +262,7 @@ func (e *execution) run(ctx context.Context) error {
 		Stdout: e.stdout,
 		Stderr: e.stderr,
 	}
-	spec.Executables = dec.Executables
+	spec.Executables, spec.Pinned, spec.DeniedPrograms = dec.Executables, dec.Pinned, dec.DeniedPrograms
 	if e.req.Policy.Network == job.NetworkAllowlist {
 		bridge, stop, err := e.egressBridge(ctx, rules)
 		if err != nil {
@@ -286,7 +286,7 @@ func (e *execution) run(ctx context.Context) error {
 	if len(out.Layers) > 0 {
 		e.layers = out.Layers
 	}
-	e.outcome(out)
+	e.outcome(out, spec)
 
 	t = time.Now()
 	aerr := e.artifacts(ctx)
@@ -297,14 +297,20 @@ func (e *execution) run(ctx context.Context) error {
 	return e.exitError(out)
 }
 
-// outcome copies the backend's report into the result.
-func (e *execution) outcome(out backend.Outcome) {
+// outcome copies the backend's report on spec into the result.
+func (e *execution) outcome(out backend.Outcome, spec backend.Spec) {
 	e.res.ExitCode = out.ExitCode
 	e.res.Termination = &job.Termination{Reason: out.Reason, Signal: out.Signal}
 	if out.CPUTime > 0 || out.PeakMemoryBytes > 0 {
 		e.res.Usage = &job.Usage{CPUTimeMS: out.CPUTime.Milliseconds(), PeakMemoryBytes: out.PeakMemoryBytes}
 	}
 	e.res.Enforcement = &job.Enforcement{Enforced: nonNil(out.Enforced), NotEnforced: nonNil(out.NotEnforced)}
+	if spec.DeniedPrograms != nil && !slices.Contains(out.Enforced, job.LimitShells) && !slices.Contains(out.NotEnforced, job.LimitShells) {
+		// A backend that knows nothing of denied programs checked the
+		// command line only (policy.Decide).
+		e.res.Enforcement.NotEnforced = append(e.res.Enforcement.NotEnforced, job.LimitShells)
+	}
+	e.res.ExecDenials, e.res.ExecDenialsTotal = out.ExecDenials, out.ExecDenialsTotal
 }
 
 // exitError maps how the process ended to the job's terminal error.

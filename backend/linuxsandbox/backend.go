@@ -83,7 +83,7 @@ func (b *Backend) Kind() string { return Kind }
 func (b *Backend) Capabilities() backend.Capabilities {
 	enforces := []string{job.LimitTimeout, job.LimitOutput, job.LimitNetwork, job.LimitFSWrite, job.LimitFSRead, job.LimitSyscalls}
 	if landlockABI() > 0 {
-		enforces = append(enforces, job.LimitLandlock)
+		enforces = append(enforces, job.LimitLandlock, job.LimitShells)
 	}
 	if os.Getuid() == 0 {
 		enforces = append(enforces, job.LimitHostIDs, job.LimitDisk)
@@ -141,6 +141,9 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 	if err := execAllowAvailable(spec.Executables); err != nil {
 		return nil, err
 	}
+	if err := shellDenyAvailable(spec, b.allowUnenforced); err != nil {
+		return nil, err
+	}
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -195,7 +198,10 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		TmpBytes: spec.Limits.TmpBytes, UID: uid, GID: gid, TTY: spec.TTY, Binds: mounts,
 		LayerFD: slot != nil && spec.Workspace.Overlay(), BindFDs: slot != nil,
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
-		Executables: spec.Executables,
+		Executables: spec.Executables, Pinned: spec.Pinned,
+	}
+	if landlockABI() > 0 {
+		p.cfg.DeniedPrograms, p.cfg.SearchPath = spec.DeniedPrograms, searchPath(spec.Env)
 	}
 	if err := checkHostMounts(p.cfg); err != nil {
 		return nil, err
@@ -241,7 +247,7 @@ func enforced(spec backend.Spec, cfg initConfig, slot *idSlot, disk *workspaceDi
 			out.NotEnforced = append(out.NotEnforced, w.name)
 		}
 	}
-	return out
+	return shellWall(out, spec)
 }
 
 // boot starts the sandbox init in its namespaces with its end

@@ -1,5 +1,10 @@
 package linuxsandbox
 
+import (
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+)
+
 // initConfig is what the runner sends the sandbox init over its config
 // pipe (fd 3) after placing it in its cgroups.
 type initConfig struct {
@@ -42,6 +47,16 @@ type initConfig struct {
 	// execute, with the ELF interpreters they name (execallow.go); no
 	// omitempty: an empty list still confines.
 	Executables []string `json:"executables"`
+	// Pinned are the identities of the Executables whose digest the
+	// policy checked: granted only if still those files (execallow.go).
+	Pinned map[string]backend.FileIdentity `json:"pinned,omitempty"`
+	// DeniedPrograms, when set, are program names the workload may
+	// neither execute nor read, found in the view (execdeny.go); set
+	// only where Landlock can hold them.
+	DeniedPrograms []string `json:"denied_programs,omitempty"`
+	// SearchPath is the workload's PATH, where denied programs are
+	// looked for besides the program directories.
+	SearchPath []string `json:"search_path,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`
@@ -53,6 +68,9 @@ type initResult struct {
 	Error string `json:"error,omitempty"`
 	// Stage names the setup step that failed, if Error is set.
 	Stage string `json:"stage,omitempty"`
+	// ExecDenials are the refused execs the init saw (execnotify.go).
+	ExecDenials      []job.ExecDenial `json:"exec_denials,omitempty"`
+	ExecDenialsTotal int              `json:"exec_denials_total,omitempty"`
 }
 
 // WorkspaceMount is where the job's snapshot appears inside the sandbox.

@@ -48,9 +48,12 @@ func landlockABI() int {
 
 // restrictLandlock is the second wall behind the mounts: reads and execs
 // only within the view, writes only to the workspace, /tmp, /dev/shm and
-// the writable binds. Best effort down to Landlock ABI v1. With an exec
+// the writable binds. Best effort down to Landlock ABI v1; on this
+// thread, which forks the workload (landlockthread.go). With an exec
 // allow-list (cfg.Executables) the workload executes only its files and
-// their ELF interpreters (execallow.go), and nothing of the view.
+// their ELF interpreters (execallow.go), and nothing of the view; with
+// denied programs (cfg.DeniedPrograms) it executes and reads everything
+// but them (execdeny.go).
 func restrictLandlock(cfg initConfig) error {
 	ro := append([]string{"/proc"}, cfg.ReadOnly...)
 	if cfg.EgressSocket != "" {
@@ -76,26 +79,36 @@ func restrictLandlock(cfg initConfig) error {
 	// An exec allow-list takes EXECUTE from every directory and device
 	// and grants it on its files alone.
 	x := landlock.AccessFSSet(llsys.AccessFSExecute)
-	var allowed []landlock.Rule
+	var allowed []pathRule
+	roRules := func(rights landlock.AccessFSSet, roots []string) []pathRule {
+		return []pathRule{{access: rights, paths: roots}}
+	}
+	rwRules := roRules
+	if cfg.DeniedPrograms != nil && cfg.Executables == nil {
+		// Execute and read everything but the denied programs (execdeny.go).
+		d := deniedFiles(cfg.DeniedPrograms, denyDirs(cfg.SearchPath))
+		roRules, rwRules = d.rulesAround, d.rulesAround
+	}
 	if cfg.Executables != nil {
-		r, err := execAllowRule(cfg.Executables)
+		r, err := execAllowRule(cfg.Executables, cfg.Pinned)
 		if err != nil {
 			return err
 		}
 		if err := noExecWritable(rw); err != nil {
 			return err
 		}
-		x, allowed = 0, []landlock.Rule{r}
+		x, allowed = 0, []pathRule{r}
 		ro = withoutProgramDirs(ro)
 	}
-	return landlock.V7.BestEffort().RestrictPaths(append([]landlock.Rule{
+	rules := []pathRule{
 		// "/" may be listed (its entries are the view itself), not read.
-		landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSReadDir), "/"),
-		landlock.PathAccess(readDirs|x, ro...),
-		landlock.PathAccess(readDirs|writeDirs|x, rw...),
-		landlock.PathAccess(readFiles|writeFiles|x, devices...),
-		landlock.PathAccess(readFiles|x, "/dev/random", "/dev/urandom"),
-	}, allowed...)...)
+		{access: landlock.AccessFSSet(llsys.AccessFSReadDir), paths: []string{"/"}},
+		{access: readFiles | writeFiles | x, paths: devices},
+		{access: readFiles | x, paths: []string{"/dev/random", "/dev/urandom"}},
+	}
+	rules = append(rules, roRules(readDirs|x, ro)...)
+	rules = append(rules, rwRules(readDirs|writeDirs|x, rw)...)
+	return restrictThread(append(rules, allowed...))
 }
 
 // The rights of landlock.RODirs, RWDirs, ROFiles and RWFiles without

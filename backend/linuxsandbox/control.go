@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-runner/agent-runner/job"
 )
 
 // A sandbox's init and the runner talk over a SOCK_SEQPACKET Unix socket
@@ -60,6 +62,10 @@ type ctlReply struct {
 	CPUNanos int64  `json:"cpu_ns,omitempty"`
 	Error    string `json:"error,omitempty"`
 	Stage    string `json:"stage,omitempty"`
+	// ExecDenials, on exit, are the refused execs of the exec's process
+	// group (execrecord.go).
+	ExecDenials      []job.ExecDenial `json:"exec_denials,omitempty"`
+	ExecDenialsTotal int              `json:"exec_denials_total,omitempty"`
 }
 
 // ctlSend writes one message with fds attached.

@@ -15,6 +15,7 @@ import (
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -48,10 +49,13 @@ func execAllowAvailable(executables []string) error {
 // execAllowRule is the Landlock rule of an allow-list, resolved inside
 // the sandbox: EXECUTE (with read) on each file and on the interpreter
 // each ELF file names. A listed file the sandbox does not have grants
-// nothing.
-func execAllowRule(executables []string) (landlock.Rule, error) {
+// nothing. A pinned file is granted only if it is still the file whose
+// digest the policy checked: the rule is added from the descriptor whose
+// identity was compared (addPathRule), so the digest holds for the very
+// file the workload may execute.
+func execAllowRule(executables []string, pinned map[string]backend.FileIdentity) (pathRule, error) {
 	if landlockABI() == 0 {
-		return nil, errors.New("exec allow-list without Landlock")
+		return pathRule{}, errors.New("exec allow-list without Landlock")
 	}
 	var files []string
 	for _, p := range executables {
@@ -60,7 +64,7 @@ func execAllowRule(executables []string) (landlock.Rule, error) {
 		}
 		interp, err := elfInterpreter(p)
 		if err != nil {
-			return nil, fmt.Errorf("exec allow-list: %s: %w", p, err)
+			return pathRule{}, fmt.Errorf("exec allow-list: %s: %w", p, err)
 		}
 		files = append(files, p)
 		if interp != "" {
@@ -68,7 +72,7 @@ func execAllowRule(executables []string) (landlock.Rule, error) {
 		}
 	}
 	slices.Sort(files)
-	return landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSExecute|llsys.AccessFSReadFile), slices.Compact(files)...), nil
+	return pathRule{access: landlock.AccessFSSet(llsys.AccessFSExecute | llsys.AccessFSReadFile), paths: slices.Compact(files), pinned: pinned}, nil
 }
 
 // elfInterpreter returns the PT_INTERP of the ELF file at path, "" for a

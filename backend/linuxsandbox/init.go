@@ -94,7 +94,11 @@ func sandboxInit() initResult {
 	if err := loadSeccomp(); err != nil {
 		return fail("seccomp", err)
 	}
-	return serveSandbox(cfg)
+	rec, err := recordExecs(cfg)
+	if err != nil {
+		return fail("exec-recorder", err)
+	}
+	return serveSandbox(cfg, rec)
 }
 
 // closeExtraFDs marks every descriptor above stderr close-on-exec, so

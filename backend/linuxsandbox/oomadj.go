@@ -28,11 +28,13 @@ func openOOMAdj() {
 }
 
 // forkExecKillable is syscall.ForkExec with the child's oom_score_adj at
-// 1000 and the init's left at 0.
+// 1000 and the init's left at 0, and no garbage collection meanwhile
+// (execGCPause).
 func forkExecKillable(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
 	if oomAdj != nil {
 		_, _ = unix.Pwrite(int(oomAdj.Fd()), []byte("1000"), 0)
 		defer func() { _, _ = unix.Pwrite(int(oomAdj.Fd()), []byte("0"), 0) }()
 	}
+	defer execGCPause()()
 	return syscall.ForkExec(path, argv, attr)
 }

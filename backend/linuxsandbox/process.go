@@ -221,6 +221,7 @@ func (p *process) watch(ctx context.Context, lim backend.Limits, ch chan ctlRepl
 		return
 	}
 	p.out.CPUTime = time.Duration(end.CPUNanos)
+	p.out.ExecDenials, p.out.ExecDenialsTotal = end.ExecDenials, end.ExecDenialsTotal
 	if cg != nil {
 		p.out.PeakMemoryBytes, _ = cg.usage()
 	}

@@ -26,8 +26,9 @@ type request struct {
 // exit, reaps orphans, and when the runner's end closes kills every
 // process of the sandbox and returns. It runs on the locked thread that
 // dropped the capabilities: every fork happens here. A one-shot run's
-// workload, its first request, is served by runFinal.
-func serveSandbox(cfg initConfig) initResult {
+// workload, its first request, is served by runFinal. Each exit report
+// carries the execs rec saw refused in the exec's process group.
+func serveSandbox(cfg initConfig, rec *execRecorder) initResult {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
 	if err := ctlSend(ctlFD, ctlReply{Op: "ready"}); err != nil {
@@ -44,7 +45,7 @@ func serveSandbox(cfg initConfig) initResult {
 	}
 	first.fds = fds
 	if first.req.Op == "exec" && first.req.Final {
-		return runFinal(cfg, first, sigs, buf)
+		return runFinal(cfg, first, sigs, buf, rec)
 	}
 	reqs := make(chan request, 1)
 	reqs <- first
@@ -93,14 +94,15 @@ func serveSandbox(cfg initConfig) initResult {
 				_ = unix.Kill(-1, unix.SIGTERM)
 				continue
 			}
-			reapExecs(execs, groups)
+			reapExecs(execs, groups, rec)
 		}
 	}
 }
 
 // reapExecs reaps every child that has ended and reports the execs among
-// them; the others are orphans pid 1 adopted.
-func reapExecs(execs map[int]uint64, groups map[uint64]int) {
+// them, each with the refused execs of its process group (rec); the
+// others are orphans pid 1 adopted.
+func reapExecs(execs map[int]uint64, groups map[uint64]int, rec *execRecorder) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -117,7 +119,9 @@ func reapExecs(execs map[int]uint64, groups map[uint64]int) {
 		}
 		delete(execs, pid)
 		delete(groups, id)
-		ctlSend(ctlFD, exitReply(id, ws, ru))
+		rep := exitReply(id, ws, ru)
+		rep.ExecDenials, rep.ExecDenialsTotal = rec.take(pid)
+		ctlSend(ctlFD, rep)
 	}
 }
 
@@ -136,9 +140,10 @@ func exitReply(id uint64, ws unix.WaitStatus, ru unix.Rusage) ctlReply {
 // runFinal serves a one-shot run: it starts the workload (r, the first
 // request) and waits for it on this thread, reaping orphans, while a
 // goroutine sends the runner's signals to every process of the sandbox;
-// when the workload exits it kills them all, reports the exit, and
-// returns (the init exits, as pid 1 of a one-shot run always did).
-func runFinal(cfg initConfig, r request, sigs chan os.Signal, buf []byte) initResult {
+// when the workload exits it kills them all, reports the exit with every
+// exec rec saw refused, and returns (the init exits, as pid 1 of a
+// one-shot run always did).
+func runFinal(cfg initConfig, r request, sigs chan os.Signal, buf []byte, rec *execRecorder) initResult {
 	pid, err := startExec(cfg, r.req, r.fds)
 	closeAll(r.fds)
 	if err != nil {
@@ -181,7 +186,9 @@ func runFinal(cfg initConfig, r request, sigs chan os.Signal, buf []byte) initRe
 			continue // an orphan adopted by pid 1
 		}
 		_ = unix.Kill(-1, unix.SIGKILL)
-		ctlSend(ctlFD, exitReply(r.req.ID, ws, ru))
+		rep := exitReply(r.req.ID, ws, ru)
+		rep.ExecDenials, rep.ExecDenialsTotal = rec.take(-1)
+		ctlSend(ctlFD, rep)
 		return initResult{}
 	}
 }

@@ -26,7 +26,9 @@ func TestMCPSandboxViewWorkspaceAndLimits(t *testing.T) {
 	bin := filepath.Join(tools, "bin")
 	os.MkdirAll(bin, 0o755)
 	os.WriteFile(filepath.Join(tools, "lib.txt"), []byte("from the tools dir"), 0o644)
-	os.WriteFile(filepath.Join(bin, "arhello"), []byte("#!/bin/sh\necho hello from the view\n"), 0o755)
+	// Not a shell script: under allow_shell false no process may run a
+	// shell, a #!/bin/sh script's interpreter included.
+	os.WriteFile(filepath.Join(bin, "arhello"), []byte("#!/usr/bin/python3\nprint('hello from the view')\n"), 0o755)
 	root := sandboxTempDir(t)
 	ws := filepath.Join(root, "repo")
 	os.MkdirAll(filepath.Join(ws, "node_modules", "dep"), 0o755)

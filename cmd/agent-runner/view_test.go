@@ -107,7 +107,9 @@ func TestSandboxBareNameIgnoresTheServersPath(t *testing.T) {
 	prefix := filepath.Join(privateParent(t), "pyenv")
 	shims := filepath.Join(prefix, "shims")
 	os.MkdirAll(shims, 0o755)
-	os.WriteFile(filepath.Join(shims, "python3"), []byte("#!/bin/sh\necho SHIM\n"), 0o755)
+	// A python shim: under allow_shell false (this request's) no process
+	// may run a shell, a #!/bin/sh script's interpreter included.
+	os.WriteFile(filepath.Join(shims, "python3"), []byte("#!/usr/bin/python3\nprint('SHIM')\n"), 0o755)
 	env := []string{"PATH=" + shims + ":" + os.Getenv("PATH")}
 	store := sandboxTempDir(t)
 	body := sandboxRequest(t, `["python3","-c","import sys; print(sys.executable)"]`, `["python3"]`, "")

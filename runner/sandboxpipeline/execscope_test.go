@@ -35,10 +35,11 @@ func execScopeRunner(t *testing.T) (*runner.Runner, string) {
 }
 
 // TestExecScope runs the programs that reach a shell past an argv[0]
-// policy that denies shells: under exec_scope every_process the kernel
-// refuses the shell (EACCES) while the allowed, dynamically linked
-// program runs; under argv0 (and with no exec_scope) the shell runs, as
-// before.
+// policy: under exec_scope every_process (and allow_shell false) the
+// kernel refuses the shell (EACCES) while the allowed, dynamically
+// linked program runs; under argv0 (and with no exec_scope) with
+// allow_shell the shell runs: argv0 holds only the command line to the
+// list (allow_shell false under argv0 is TestShellDeniedAtEveryExec).
 func TestExecScope(t *testing.T) {
 	r, ws := execScopeRunner(t)
 	tests := []struct {
@@ -65,6 +66,7 @@ func TestExecScope(t *testing.T) {
 					Policy:    job.Policy{AllowedCommands: []job.CommandRule{{Basename: tt.allowed}}, ExecScope: scope},
 					Limits:    job.Limits{TimeoutMS: 60_000},
 				}
+				req.Policy.AllowShell = scope != job.ExecScopeEveryProcess
 				res := run(t, r, req)
 				out := res.Stdout.Text + res.Stderr.Text
 				if scope != job.ExecScopeEveryProcess {
