@@ -119,3 +119,21 @@ func fileError(err error, rel string) error {
 	}
 	return job.Wrap(job.CodeRunIOFailed, err, "cannot access the workspace file").With("path", rel)
 }
+
+// ExecCwd checks what every backend refuses in an Exec before starting it
+// and returns its cwd, clean and relative to the workspace ("." when
+// unset): an empty argv (run.spawn_failed), a cwd that leaves the
+// workspace (validation.path_escape).
+func ExecCwd(e Exec) (string, error) {
+	if len(e.Argv) == 0 {
+		return "", job.Errorf(job.CodeRunSpawnFailed, "empty argv")
+	}
+	if e.Cwd == "" {
+		return ".", nil
+	}
+	cwd, err := safepath.Clean(e.Cwd)
+	if err != nil {
+		return "", job.Wrap(job.CodePathEscape, err, "the exec's cwd leaves the workspace").With("cwd", e.Cwd)
+	}
+	return cwd, nil
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/safepath"
 )
 
 // A process is one exec the sandbox's init started at the runner's
@@ -69,15 +68,9 @@ var _ backend.Process = (*process)(nil)
 // start asks the init to start e and waits until it did. A final exec is
 // a one-shot run's workload (ctlRequest.Final).
 func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*process, error) {
-	cwd, err := safepath.Clean(e.Cwd)
-	if e.Cwd == "" {
-		cwd, err = ".", nil
-	}
+	cwd, err := backend.ExecCwd(e)
 	if err != nil {
-		return nil, job.Wrap(job.CodePathEscape, err, "the exec's cwd leaves the workspace").With("cwd", e.Cwd)
-	}
-	if len(e.Argv) == 0 {
-		return nil, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
+		return nil, err
 	}
 	env := backend.TerminalEnv(e.Env, e.Terminal)
 	if s.p.cfg.EgressSocket != "" {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/safepath"
 )
 
 // A process is a child of the runner in a session (and so a process
@@ -57,15 +56,9 @@ var _ backend.Process = (*process)(nil)
 // start starts e, once the sandbox is not paused. A final exec is a
 // one-shot run's workload: when it exits, its group is killed.
 func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*process, error) {
-	cwd, err := safepath.Clean(e.Cwd)
-	if e.Cwd == "" {
-		cwd, err = ".", nil
-	}
+	cwd, err := backend.ExecCwd(e)
 	if err != nil {
-		return nil, job.Wrap(job.CodePathEscape, err, "the exec's cwd leaves the workspace").With("cwd", e.Cwd)
-	}
-	if len(e.Argv) == 0 {
-		return nil, job.Errorf(job.CodeRunSpawnFailed, "empty argv")
+		return nil, err
 	}
 	ws := s.spec.Workspace.Dir
 	dir := filepath.Join(ws, filepath.FromSlash(cwd))
