@@ -175,22 +175,26 @@ func readCgroupMembership(path string) (map[string]string, error) {
 }
 
 // parentPid reads a process's parent from /proc/<pid>/stat (0 when gone).
-func parentPid(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func parentPid(pid int) int { return statField(pid, 1) }
+
+// statField is field n (0: state, 1: ppid, 2: pgrp...) of
+// /proc/<pid>/stat after the command name, 0 when it cannot be read. The
+// name may hold spaces and parentheses: the fields after it start past
+// the last ')'.
+func statField(pid, n int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
 	}
-	// The command name may hold spaces and parentheses: the fields
-	// after it start past the last ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
 		return 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
+	if len(f) <= n {
 		return 0
 	}
-	n, _ := strconv.Atoi(f[1])
-	return n
+	v, _ := strconv.Atoi(f[n])
+	return v
 }

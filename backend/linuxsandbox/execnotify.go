@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -236,21 +235,4 @@ func callerPath(pid, dirfd int, name string, emptyPath bool) (string, bool) {
 }
 
 // processGroup is pid's process group, 0 when it cannot be read.
-func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid pgrp ...: comm may hold spaces and parens.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
-		return 0
-	}
-	g, _ := strconv.Atoi(f[2])
-	return g
-}
+func processGroup(pid int) int { return statField(pid, 2) }
