@@ -1,4 +1,5 @@
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -46,6 +47,7 @@ def server():
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -54,7 +56,8 @@ def workspace():
     os.chmod(d, 0o755)
     with open(os.path.join(d, "input.txt"), "w") as f:
         f.write("hello from the workspace\n")
-    return d
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -71,4 +74,5 @@ def origin():
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@x")
     for args in (["init", "--quiet", "--initial-branch=main"], ["add", "."], ["commit", "--quiet", "-m", "init"]):
         subprocess.run(["git", *args], cwd=d, env=env, check=True)
-    return d
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
