@@ -1,7 +1,9 @@
 // Package agentstep runs a task's agent (Claude Code by default, or the
 // manifest's agent.command) as a step of the run service (runner.Step:
 // policy decided and recorded, output captured and hashed, a run record
-// runs/<task_id>.agent) on the task's backend over the staged inbox: output goes to the progress logs and live subscribers with secret
+// runs/<task_id>.agent) on the task's backend over the staged inbox, in
+// the task's sandbox (OpenSandbox) or one of its own: output goes to the
+// progress logs and live subscribers with secret
 // values scrubbed, stream-json lines update progress (bytes, tool calls,
 // current tool, last activity), and a task timeout and a hang timeout (no
 // output for a while) end the run with the reason recorded.

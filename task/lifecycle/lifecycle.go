@@ -3,7 +3,9 @@
 // sandbox) -> ready -> running (the agent) -> completing (patch, untracked
 // list, artifact patterns, metadata.json) -> completed, failed or
 // failed_preserved; cancellation from any active state. Every transition is
-// checkpointed by package state before the next step starts.
+// checkpointed by package state before the next step starts. The agent
+// and the collection run in one sandbox (sandbox.go), deleted before the
+// task ends.
 package lifecycle
 
 import (
@@ -81,12 +83,13 @@ type Config struct {
 	// DefaultMaxArtifactBytes.
 	MaxArtifactFileBytes int64
 	MaxArtifactBytes     int64
-	// Collect bounds the sandbox the patch is collected in (on Backend,
-	// as the agent ran); zero fields take stage's defaults.
+	// Collect bounds the patch collection (in the task's sandbox, after
+	// the agent; see taskSandbox); zero fields take stage's defaults.
 	Collect stage.CollectLimits
 	// Runner is the run service a task's sandboxed steps go through (the
-	// agent, the patch collection), each recorded as a run:
-	// runs/<task_id>.agent and runs/<task_id>.collect (runner.StepID).
+	// agent, the patch collection, both processes of the task's sandbox
+	// it opens), each recorded as a run: runs/<task_id>.agent and
+	// runs/<task_id>.collect (runner.StepID).
 	// Nil: a run store of the task's own (stage.StepRunner), opened for
 	// the run.
 	Runner *runner.Runner

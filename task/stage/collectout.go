@@ -14,9 +14,10 @@ import (
 )
 
 // scratch is where the collection writes: out, a directory of mode
-// 01777 with a random name inside parent, a runner-owned 0711 directory;
-// each collection writes into a fresh directory in out that the runner
-// makes for it (dir).
+// 01777 with a random name inside parent, a runner-owned 0711 directory.
+// A collection in a sandbox of its own writes into out itself; one in
+// the task's sandbox into a fresh directory the runner makes in out once
+// the agent has ended (dir).
 //
 // The sandbox's host uid is the backend's choice (and may change per
 // run), so out is writable by any uid rather than chowned to one. That
