@@ -233,7 +233,6 @@ func (e *execution) run(ctx context.Context) error {
 
 	if s := e.sandbox(); s != nil {
 		t = time.Now()
-		e.res.Sandbox = s.ID()
 		out, err := e.execIn(ctx, s, dec)
 		e.stage("backend", t)
 		if err != nil {

@@ -114,10 +114,11 @@ func (s *Sandbox) Close() error {
 }
 
 // shape puts the sandbox's shared settings into req, so that the
-// recorded request says what the run ran in: the network and its
-// allowlist, and the limits that hold for the whole sandbox. The run's
-// timeout stays its own (the sandbox's when it sets none).
+// recorded request says what the run ran in: the workspace, the network
+// and its allowlist, and the limits that hold for the whole sandbox. The
+// run's timeout stays its own (the sandbox's when it sets none).
 func (s *Sandbox) shape(req *job.Request) {
+	req.Workspace.Path = s.spec.Workspace
 	req.Policy.Network, req.Policy.AllowedHosts = s.spec.Network, s.spec.AllowedHosts
 	l := s.spec.Limits
 	req.Limits.MemoryMB, req.Limits.CPUCount, req.Limits.MaxProcesses, req.Limits.TmpMB = l.MemoryMB, l.CPUCount, l.MaxProcesses, l.TmpMB

@@ -32,6 +32,7 @@ func (e *execution) execIn(ctx context.Context, s *Sandbox, dec policy.Decision)
 		return backend.Outcome{}, job.Errorf(job.CodeBackendUnavail, "policy.exec_scope every_process and allow_shell false confine every process of a sandbox: this run needs a sandbox of its own").
 			With("backend", s.b.Kind()).With("sandbox", s.ID())
 	}
+	e.res.Sandbox = s.ID()
 	st := e.opts.Step
 	x := backend.Exec{
 		Argv:      dec.Argv,

@@ -62,7 +62,9 @@ type Step struct {
 	// it as stdin, stdout and stderr with a controlling terminal, and its
 	// output goes there only (the record's output is empty).
 	Terminal *os.File
-	// Usage and UsageEvery sample the running process (backend.Spec).
+	// Usage and UsageEvery sample the running process (backend.Spec); in
+	// a Sandbox, the whole sandbox's usage while the step runs, where
+	// its backend can read it (backend.UsageSampler).
 	Usage      func(backend.Usage)
 	UsageEvery time.Duration
 }
