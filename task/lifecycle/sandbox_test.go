@@ -209,3 +209,32 @@ func TestTaskSandboxIsDeletedOnEveryEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestExecConfinementGetsSandboxesOfItsOwn: under a task policy that
+// confines execs for a whole sandbox (allow_shell false), the agent and
+// the collection each run in a sandbox of their own, as before: the
+// agent's shell denial cannot reach the collection's shell, and the task
+// completes with neither record naming a shared sandbox.
+func TestExecConfinementGetsSandboxesOfItsOwn(t *testing.T) {
+	b := watched(t)
+	dir, tk, doc := submit(t, ``, "")
+	tk.Agent.Command = []string{"/usr/bin/touch", "RAN"}
+	r := stepRunner(t)
+	pol := &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "touch"}}}
+	md, err := lifecycle.Run(context.Background(), dir, tk, doc, lifecycle.Config{Backend: b, CloneBackoff: &quick, Runner: r, Policy: pol})
+	if err != nil || md.State != state.Completed {
+		t.Fatalf("task = %s %+v, %v", md.State, md.Error, err)
+	}
+	if len(b.created) != 0 || b.runs != 2 {
+		t.Errorf("sandboxes created %v and one-shot runs %d, want none and 2", b.created, b.runs)
+	}
+	for _, step := range []string{"agent", "collect"} {
+		res, err := r.Store().ReadResult(md.StepRuns[step])
+		if err != nil || res.Status != job.StatusCompleted || res.Sandbox != "" {
+			t.Errorf("%s run = %s in sandbox %q, %v; want completed in one of its own", step, res.Status, res.Sandbox, err)
+		}
+	}
+	if patch, _ := os.ReadFile(filepath.Join(dir, "outbox", "artifacts", "task-lc.patch")); !strings.Contains(string(patch), "RAN") {
+		t.Errorf("patch = %q, want the agent's new file", patch)
+	}
+}
