@@ -161,3 +161,10 @@ func ExecLimits(lim Limits, e Exec) Limits {
 	}
 	return out
 }
+
+// UsageSampler is implemented by a Sandbox that can read its live usage:
+// every process of the sandbox together, as Spec.Usage samples a
+// one-shot Run. ok is false when it cannot be read (no cgroup).
+type UsageSampler interface {
+	SampleUsage() (u Usage, ok bool)
+}

@@ -34,6 +34,10 @@ type Result struct {
 	// the job did about it is its own.
 	ExecDenials      []ExecDenial `json:"exec_denials,omitempty"`
 	ExecDenialsTotal int          `json:"exec_denials_total,omitempty"`
+	// Sandbox, when set, is the id of the kept sandbox the job ran in as
+	// one of its processes (a task's steps share the task's sandbox,
+	// "<task_id>.sandbox"); absent for a job in a sandbox of its own.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // MaxExecDenials caps Result.ExecDenials.

@@ -6,7 +6,8 @@
 // The library entry point is Runner.Run; the HTTP service splits it into
 // Prepare (before queueing, so bad requests get 422) and Execute. A task's
 // steps (the agent, the patch collection, a task shell) are runs too:
-// Runner.Step, over the task's live directory instead of a snapshot.
+// Runner.Step, over the task's live directory instead of a snapshot, and
+// as processes of one sandbox the task holds (Runner.OpenSandbox).
 package runner
 
 import (

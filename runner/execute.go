@@ -231,6 +231,17 @@ func (e *execution) run(ctx context.Context) error {
 	}
 	e.stage("snapshot", t)
 
+	if s := e.sandbox(); s != nil {
+		t = time.Now()
+		out, err := e.execIn(ctx, s, dec)
+		e.stage("backend", t)
+		if err != nil {
+			return err
+		}
+		e.outcome(out, backend.Spec{})
+		return e.collect(ctx, out)
+	}
+
 	binds, release, err := e.binds(ctx)
 	defer release()
 	if err != nil {
@@ -287,8 +298,13 @@ func (e *execution) run(ctx context.Context) error {
 		e.layers = out.Layers
 	}
 	e.outcome(out, spec)
+	return e.collect(ctx, out)
+}
 
-	t = time.Now()
+// collect gathers the artifacts of a process that ended with out and
+// returns the job's terminal error.
+func (e *execution) collect(ctx context.Context, out backend.Outcome) error {
+	t := time.Now()
 	aerr := e.artifacts(ctx)
 	e.stage("artifacts", t)
 	if aerr != nil {

@@ -21,8 +21,22 @@ import (
 type Step struct {
 	// Backend is the instance the step runs on: the task door's, which
 	// chose it (serve's --task-backend). The runner's own Backends are
-	// not consulted.
+	// not consulted. With Sandbox it is the sandbox's (and may be nil).
 	Backend backend.Backend
+	// Sandbox, when set, is the sandbox the step runs in as one process
+	// of it (a task's steps share the task's: OpenSandbox), instead of a
+	// sandbox of its own: the policy is decided on its backend, the
+	// decided argv, env and cwd are started in it with the request's
+	// timeout and the runner's kill grace, and the run is captured and
+	// recorded as any step's, its result naming the sandbox. What holds
+	// for the whole sandbox (its view and binds, network and egress,
+	// memory, CPU, processes and /tmp) was set by OpenSandbox: Step
+	// writes it into the request it records, and Options.ReadOnly,
+	// Writable and Step.Egress are not used. A request whose policy
+	// needs an exec confinement (exec_scope every_process, allow_shell
+	// false) ends backend_unavailable: only a sandbox of its own holds
+	// one.
+	Sandbox *Sandbox
 	// Env is added to the environment the policy decided, after it: the
 	// values no record may hold (secrets, the task token). It is never
 	// written to request.json, and Wrap is where the caller keeps its
@@ -48,7 +62,9 @@ type Step struct {
 	// it as stdin, stdout and stderr with a controlling terminal, and its
 	// output goes there only (the record's output is empty).
 	Terminal *os.File
-	// Usage and UsageEvery sample the running process (backend.Spec).
+	// Usage and UsageEvery sample the running process (backend.Spec); in
+	// a Sandbox, the whole sandbox's usage while the step runs, where
+	// its backend can read it (backend.UsageSampler).
 	Usage      func(backend.Usage)
 	UsageEvery time.Duration
 }
@@ -82,9 +98,19 @@ func StepID(taskID, step string) string {
 // no snapshot hash, so a step is not replayable), captured and recorded
 // with its policy decision and result. The result's job id is the one
 // recorded. The error is non-nil only for a request that is not valid
-// or an id that cannot be claimed; a policy denial is a result.
+// or an id that cannot be claimed; a policy denial is a result. With
+// opts.Step.Sandbox the step is a process of that sandbox (see Step).
 func (r *Runner) Step(ctx context.Context, req job.Request, opts Options) (job.Result, error) {
 	st := opts.Step
+	if st != nil && st.Sandbox != nil {
+		if len(req.Workspace.ReadOnlyMounts) > 0 || len(req.Workspace.Caches) > 0 {
+			return job.Result{}, job.Errorf(job.CodeInvalidRequest, "workspace.readonly_mounts and workspace.caches: a step in a shared sandbox has the sandbox's view").With("field", "workspace")
+		}
+		step := *st
+		step.Backend = st.Sandbox.b
+		opts.Step, st = &step, &step
+		st.Sandbox.shape(&req)
+	}
 	if st == nil || st.Backend == nil {
 		return job.Result{}, job.Errorf(job.CodeInvalidRequest, "a task step needs its backend")
 	}
@@ -173,11 +199,5 @@ func (e *execution) applyStep(spec *backend.Spec) func() {
 		return func() {}
 	}
 	spec.Stdout, spec.Stderr = st.Wrap("stdout", e.stdout), st.Wrap("stderr", e.stderr)
-	return func() {
-		for _, w := range []io.Writer{spec.Stdout, spec.Stderr} {
-			if f, ok := w.(interface{ Flush() }); ok {
-				f.Flush()
-			}
-		}
-	}
+	return func() { flushAll(spec.Stdout, spec.Stderr) }
 }

@@ -309,3 +309,16 @@ func (s *Sandbox) teardown(lazy bool) {
 	}
 	remove()
 }
+
+var _ backend.UsageSampler = (*Sandbox)(nil)
+
+// SampleUsage implements backend.UsageSampler with the sandbox's
+// cgroups; a sandbox without them, or one with no process left, has
+// nothing to report.
+func (s *Sandbox) SampleUsage() (backend.Usage, bool) {
+	if s.in.cg == nil || s.isDeleted() {
+		return backend.Usage{}, false
+	}
+	u := s.in.cg.sample()
+	return u, u.Processes > 0
+}

@@ -1,7 +1,9 @@
 // Package agentstep runs a task's agent (Claude Code by default, or the
 // manifest's agent.command) as a step of the run service (runner.Step:
 // policy decided and recorded, output captured and hashed, a run record
-// runs/<task_id>.agent) on the task's backend over the staged inbox: output goes to the progress logs and live subscribers with secret
+// runs/<task_id>.agent) on the task's backend over the staged inbox, in
+// the task's sandbox (OpenSandbox) or one of its own: output goes to the
+// progress logs and live subscribers with secret
 // values scrubbed, stream-json lines update progress (bytes, tool calls,
 // current tool, last activity), and a task timeout and a hang timeout (no
 // output for a while) end the run with the reason recorded.
@@ -32,6 +34,10 @@ type Config struct {
 	// HangTimeout ends a run whose agent printed nothing for this long
 	// (default 30 min, seed 004).
 	HangTimeout time.Duration
+	// Sandbox, when set, is the task's sandbox (OpenSandbox): the agent
+	// runs in it as one of its processes, and Network, Egress and Mounts
+	// are the ones it was opened with. Nil: a sandbox of the agent's own.
+	Sandbox *runner.Sandbox
 	// Network is the run's network mode (job.Network*, decided by the
 	// lifecycle from vm.network_mode and the operator's settings; default
 	// disabled) and Egress the gateway bridge an allowlist run needs.
@@ -246,7 +252,7 @@ func Run(ctx context.Context, l stage.Layout, t *manifest.Task, secrets map[stri
 	start := time.Now()
 	res, err := steps.Step(runCtx, req, runner.Options{
 		ReadOnly: cfg.Mounts,
-		Step: &runner.Step{Backend: cfg.Backend, Env: secretEnv, Egress: cfg.Egress, Wrap: wrap,
+		Step: &runner.Step{Backend: cfg.Backend, Sandbox: cfg.Sandbox, Env: secretEnv, Egress: cfg.Egress, Wrap: wrap,
 			Usage: hb.sample, UsageEvery: min(cfg.HeartbeatEvery, 5*time.Second)},
 	})
 	stdout.Flush()

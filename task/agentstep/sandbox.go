@@ -1,6 +1,7 @@
 package agentstep
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"maps"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/manifest"
 	"github.com/agent-runner/agent-runner/task/stage"
 )
@@ -55,4 +57,41 @@ func PrepareHome(l stage.Layout, b backend.Backend) (string, error) {
 		return "", job.Wrap(job.CodeRunIOFailed, err, "cannot make the task's home private")
 	}
 	return dir, nil
+}
+
+// SharesSandbox reports whether a task's steps can run in one sandbox
+// (OpenSandbox) on b under the operator's task policy pol (nil:
+// DefaultPolicy): b keeps sandboxes, and pol confines no exec for the
+// whole sandbox (allow_shell false and exec_scope every_process hold for
+// every process of a sandbox, and the patch collection needs its shell
+// and git). Otherwise each step runs in a sandbox of its own.
+func SharesSandbox(b backend.Backend, pol *job.Policy) bool {
+	if _, ok := b.(backend.Sandboxes); !ok {
+		return false
+	}
+	return pol == nil || (pol.AllowShell && pol.ExecScope != job.ExecScopeEveryProcess)
+}
+
+// OpenSandbox opens the task's sandbox on cfg.Backend through the run
+// service r (runner.StepID(task_id, "sandbox")): the inbox in place,
+// the agent's limits (vm.memory, vm.cpus, 4096 processes, a 1 GiB /tmp;
+// the task's timeout is each step's own), cfg.Network with cfg.Egress
+// and vm.allowed_hosts, cfg.Mounts and readOnly visible read-only and
+// writable writable, at their host paths. Its steps run in it with
+// Config.Sandbox; the caller closes it.
+func OpenSandbox(ctx context.Context, r *runner.Runner, l stage.Layout, t *manifest.Task, cfg Config, readOnly, writable []string) (*runner.Sandbox, error) {
+	spec := runner.SandboxSpec{
+		ID:        runner.StepID(t.Metadata.ID, "sandbox"),
+		Backend:   cfg.Backend,
+		Workspace: l.Inbox(),
+		ReadOnly:  append(slices.Clone(cfg.Mounts), readOnly...),
+		Writable:  writable,
+		Network:   cfg.Network,
+		Egress:    cfg.Egress,
+		Limits:    stepLimits(t),
+	}
+	if spec.Network == job.NetworkAllowlist {
+		spec.AllowedHosts = t.VM.AllowedHosts
+	}
+	return r.OpenSandbox(ctx, spec)
 }

@@ -39,13 +39,20 @@ func StepRequest(l stage.Layout, t *manifest.Task, id string, argv, env []string
 		Workspace: job.Workspace{Path: l.Inbox()},
 		Command:   job.Command{Argv: argv, Cwd: cwd, Env: vars},
 		Policy:    pol,
-		Limits: job.Limits{
-			TimeoutMS:    t.Timeout().Milliseconds(),
-			MemoryMB:     stage.MemoryMB(t.MemoryBytes()),
-			CPUCount:     int64(t.VM.CPUs),
-			MaxProcesses: 4096,
-			TmpMB:        1024,
-		},
+		Limits:    stepLimits(t),
+	}
+}
+
+// stepLimits are the limits of a task's process (StepRequest) and of its
+// sandbox (OpenSandbox): the task's timeout, vm.cpus and vm.memory, 4096
+// processes and a 1 GiB /tmp.
+func stepLimits(t *manifest.Task) job.Limits {
+	return job.Limits{
+		TimeoutMS:    t.Timeout().Milliseconds(),
+		MemoryMB:     stage.MemoryMB(t.MemoryBytes()),
+		CPUCount:     int64(t.VM.CPUs),
+		MaxProcesses: 4096,
+		TmpMB:        1024,
 	}
 }
 

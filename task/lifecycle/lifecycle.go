@@ -3,7 +3,9 @@
 // sandbox) -> ready -> running (the agent) -> completing (patch, untracked
 // list, artifact patterns, metadata.json) -> completed, failed or
 // failed_preserved; cancellation from any active state. Every transition is
-// checkpointed by package state before the next step starts.
+// checkpointed by package state before the next step starts. The agent
+// and the collection run in one sandbox (sandbox.go), deleted before the
+// task ends.
 package lifecycle
 
 import (
@@ -81,12 +83,13 @@ type Config struct {
 	// DefaultMaxArtifactBytes.
 	MaxArtifactFileBytes int64
 	MaxArtifactBytes     int64
-	// Collect bounds the sandbox the patch is collected in (on Backend,
-	// as the agent ran); zero fields take stage's defaults.
+	// Collect bounds the patch collection (in the task's sandbox, after
+	// the agent; see taskSandbox); zero fields take stage's defaults.
 	Collect stage.CollectLimits
 	// Runner is the run service a task's sandboxed steps go through (the
-	// agent, the patch collection), each recorded as a run:
-	// runs/<task_id>.agent and runs/<task_id>.collect (runner.StepID).
+	// agent, the patch collection, both processes of the task's sandbox
+	// it opens), each recorded as a run: runs/<task_id>.agent and
+	// runs/<task_id>.collect (runner.StepID).
 	// Nil: a run store of the task's own (stage.StepRunner), opened for
 	// the run.
 	Runner *runner.Runner
@@ -166,9 +169,14 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	if cfg.Backend != nil {
 		md.Backend = cfg.Backend.Kind()
 	}
+	// box is the task's sandbox once it is open (steps.go): deleted
+	// before the task ends, and on a panic.
+	var box taskSandbox
+	defer box.close(log)
 	// end records the outcome: metadata.json first, then the terminal
 	// transition, so whoever sees the terminal state finds the metadata.
 	end := func(to state.State, reason string, jerr *job.Error) (Metadata, error) {
+		box.close(log)
 		md.State, md.Error = to, jerr
 		if to == state.Failed && t.Lifecycle.FailureAction != "preserve" {
 			// destroy: the workspace goes, the outbox (logs, artifacts)
@@ -274,7 +282,14 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 			log.Warn("cannot close the task's step store", "error", err)
 		}
 	}()
-	out, err := agentstep.Run(ctx, l, t, secrets, agentstep.Config{Backend: cfg.Backend, Runner: steps, Policy: cfg.Policy, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log})
+	agentCfg := agentstep.Config{Backend: cfg.Backend, Runner: steps, Policy: cfg.Policy, HangTimeout: cfg.HangTimeout, Network: network, Egress: bridge, Output: taskOutput(cfg.Output, t.Metadata.ID), HeartbeatEvery: cfg.HeartbeatEvery, Env: runEnv, Mounts: mounts, Logger: log}
+	if err := box.open(ctx, steps, l, t, cfg, &agentCfg); err != nil {
+		stopNetwork()
+		return fail(err)
+	}
+	out, err := agentstep.Run(ctx, l, t, secrets, agentCfg)
+	// The collection needs no network: in the task's sandbox it finds
+	// the bridge closed.
 	stopNetwork()
 	md.stepRun("agent", out.RunID)
 	md.Progress, md.ExitCode, md.Reason = out.Progress, out.ExitCode, out.Reason
@@ -292,7 +307,7 @@ func run(ctx context.Context, dir string, t *manifest.Task, manifestYAML []byte,
 	// collect takes the patch, the untracked list and the artifact
 	// patterns, with a fresh context: a cancelled run still yields them.
 	collect := func() error {
-		c, err := stage.CollectOn(context.Background(), steps, l, t, cfg.Backend, cfg.Collect, log)
+		c, err := box.collect(context.Background(), steps, l, t, cfg, log)
 		md.stepRun("collect", c.RunID)
 		files, skipped := collectPatterns(context.Background(), l, t, cfg.artifactCaps())
 		md.Artifacts = append(append(md.Artifacts, c.Artifacts...), files...)

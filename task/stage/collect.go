@@ -85,33 +85,87 @@ func Collect(ctx context.Context, l Layout, t *manifest.Task, b backend.Backend,
 // files and deep trees take unbounded time and memory. So git never runs
 // on the host: the collection is a step of the run service r (recorded
 // as runs/<task_id>.collect; nil r: see StepRunner) on b (the backend
-// the agent ran on) over the inbox, as the sandbox's uid, under lim,
-// with the runner's base.git read-only as the repository and a fresh
-// scratch directory for the index and the outputs. The host only reads
-// the two output files, refusing anything but a regular file and reading
-// no more than the cap.
+// the agent ran on), in a sandbox of its own over the inbox, as the
+// sandbox's uid, under lim, with the runner's base.git read-only as the
+// repository and a fresh scratch directory for the index and the
+// outputs. The host only reads the two output files, refusing anything
+// but a regular file and reading no more than the cap. CollectIn runs
+// the same collection in the task's sandbox instead.
 //
 // The scratch directory holds the agent's data; one that cannot be
 // removed afterwards is logged to log (nil: not logged), it does not fail
 // the collection.
 func CollectOn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task, b backend.Backend, lim CollectLimits, log *slog.Logger) (Collection, error) {
-	var c Collection
 	if b == nil {
-		return c, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
+		return Collection{}, job.Errorf(job.CodeBackendUnavail, "no backend to collect the task's changes in")
 	}
-	lim = lim.withDefaults()
+	sc, err := NewCollectScratch(l)
+	if err != nil {
+		return Collection{}, err
+	}
+	defer sc.Remove(log)
+	ro, rw := sc.Binds()
+	// The scratch directory is the collection's own: its outputs go
+	// straight into it.
+	return collectStep(ctx, r, l, t, sc.sc.out, lim, runner.Options{ReadOnly: ro, Writable: rw, Step: &runner.Step{Backend: b}}, log)
+}
+
+// CollectIn is CollectOn as one process of the task's sandbox sb, which
+// was opened with sc's Binds: its view, network and limits are the
+// sandbox's (collectScript's own caps, lim's timeout and the fixed
+// collection policy still hold for this process), so the collection
+// sees the sandbox as the agent left it.
+//
+// The agent saw the scratch directory (bound since the sandbox was
+// made): the outputs go to a fresh directory in it, made now.
+func CollectIn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task, sb *runner.Sandbox, sc *CollectScratch, lim CollectLimits, log *slog.Logger) (Collection, error) {
+	dir, err := sc.sc.dir()
+	if err != nil {
+		return Collection{}, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's output directory")
+	}
+	return collectStep(ctx, r, l, t, dir, lim, runner.Options{Step: &runner.Step{Sandbox: sb}}, log)
+}
+
+// CollectScratch is the collection's scratch directory and base.git,
+// made readable to the sandbox: what a sandbox that collects binds.
+type CollectScratch struct {
+	sc   scratch
+	base string
+}
+
+// NewCollectScratch makes the scratch directory of l's collection and
+// shares base.git with the sandbox's uid. Remove removes it.
+func NewCollectScratch(l Layout) (*CollectScratch, error) {
 	sc, err := newScratch()
 	if err != nil {
-		return c, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the collection's scratch directory")
 	}
-	defer func() {
-		if err := sc.remove(); err != nil && log != nil {
-			log.Warn("cannot remove the collection's scratch directory", "dir", sc.parent, "error", err)
-		}
-	}()
 	if err := shareBase(l.Base()); err != nil {
-		return c, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
+		sc.remove()
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot make base.git readable to the sandbox")
 	}
+	return &CollectScratch{sc: sc, base: l.Base()}, nil
+}
+
+// Binds are the host directories a collecting sandbox sees at their own
+// paths: base.git read-only, the scratch directory writable.
+func (c *CollectScratch) Binds() (readOnly, writable []string) {
+	return []string{c.base}, []string{c.sc.out}
+}
+
+// Remove removes the scratch directory; one that cannot be removed is
+// logged to log (nil: not logged).
+func (c *CollectScratch) Remove(log *slog.Logger) {
+	if err := c.sc.remove(); err != nil && log != nil {
+		log.Warn("cannot remove the collection's scratch directory", "dir", c.sc.parent, "error", err)
+	}
+}
+
+// collectStep runs collectScript as a step with opts (its Wrap is set
+// here), its outputs going to dir, and writes what it collected.
+func collectStep(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task, dir string, lim CollectLimits, opts runner.Options, log *slog.Logger) (Collection, error) {
+	var c Collection
+	lim = lim.withDefaults()
 	r, closeRunner, err := StepRunner(r, l)
 	if err != nil {
 		return c, job.Wrap(job.CodeArtifactFailed, err, "cannot open the run store of the collection")
@@ -122,16 +176,13 @@ func CollectOn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task
 		}
 	}()
 	stderr := &tailBuffer{max: 4 << 10}
-	res, err := r.Step(ctx, collectRequest(l, t, sc.out, lim), runner.Options{
-		ReadOnly: []string{l.Base()},
-		Writable: []string{sc.out},
-		Step: &runner.Step{Backend: b, Wrap: func(stream string, capture io.Writer) io.Writer {
-			if stream == "stderr" {
-				return io.MultiWriter(capture, stderr)
-			}
-			return capture
-		}},
-	})
+	opts.Step.Wrap = func(stream string, capture io.Writer) io.Writer {
+		if stream == "stderr" {
+			return io.MultiWriter(capture, stderr)
+		}
+		return capture
+	}
+	res, err := r.Step(ctx, collectRequest(l, t, dir, lim), opts)
 	if err != nil {
 		return c, job.Wrap(job.CodeArtifactFailed, err, "cannot start the collection sandbox")
 	}
@@ -145,7 +196,7 @@ func CollectOn(ctx context.Context, r *runner.Runner, l Layout, t *manifest.Task
 	out := backend.Outcome{ExitCode: res.ExitCode, Reason: res.Termination.Reason, Signal: res.Termination.Signal}
 	// Over the cap first: a killed git (the file-size limit) is not a
 	// failure to report as such.
-	bufs, errs := readOutputs(ctx, sc.out, lim.MaxBytes, "untracked", "patch")
+	bufs, errs := readOutputs(ctx, dir, lim.MaxBytes, "untracked", "patch")
 	untracked, patch, uerr, perr := bufs[0], bufs[1], errs[0], errs[1]
 	if errors.Is(uerr, safecopy.ErrTooLarge) || errors.Is(perr, safecopy.ErrTooLarge) {
 		return c, overCap(lim, "")

@@ -13,17 +13,23 @@ import (
 	"github.com/agent-runner/agent-runner/safecopy"
 )
 
-// scratch is where the collection sandbox writes: out, a fresh directory
-// of mode 0777 with a random name inside parent, a runner-owned 0711
-// directory made after the agent exited.
+// scratch is where the collection writes: out, a directory of mode
+// 01777 with a random name inside parent, a runner-owned 0711 directory.
+// A collection in a sandbox of its own writes into out itself; one in
+// the task's sandbox into a fresh directory the runner makes in out once
+// the agent has ended (dir).
 //
 // The sandbox's host uid is the backend's choice (and may change per
 // run), so out is writable by any uid rather than chowned to one. That
 // is safe because the sandbox sees only out (bound at its host path),
-// cannot rename or replace it (parent is not writable to it), and other
-// host users cannot find it (parent is not listable, the name is random);
-// parent stays searchable because the sandbox init must reach out to bind
-// it. Nothing in out is trusted: the host reads it as the agent's data.
+// cannot rename or replace it (parent is not writable to it) nor the
+// runner's directories in it (out is sticky), and other host users
+// cannot find it (parent is not listable, the name is random); parent
+// stays searchable because the sandbox init must reach out to bind it.
+// When the task's steps share one sandbox, out is bound from the start,
+// so the agent sees it too: the collection's directory is made only
+// once the agent has ended, with a name it cannot guess. Nothing in
+// out is trusted: the host reads it as the agent's data.
 type scratch struct{ parent, out string }
 
 func newScratch() (scratch, error) {
@@ -31,13 +37,11 @@ func newScratch() (scratch, error) {
 	if err != nil {
 		return scratch{}, err
 	}
-	var name [16]byte
-	rand.Read(name[:]) // never fails (crypto/rand)
-	sc := scratch{parent: parent, out: filepath.Join(parent, hex.EncodeToString(name[:]))}
+	sc := scratch{parent: parent, out: filepath.Join(parent, randomName())}
 	for _, step := range []func() error{
 		func() error { return os.Chmod(parent, 0o711) },
 		func() error { return os.Mkdir(sc.out, 0o777) },
-		func() error { return os.Chmod(sc.out, 0o777) }, // past the umask
+		func() error { return os.Chmod(sc.out, 0o777|os.ModeSticky) }, // past the umask
 	} {
 		if err := step(); err != nil {
 			sc.remove() // nothing written in it yet; err says why
@@ -45,6 +49,22 @@ func newScratch() (scratch, error) {
 		}
 	}
 	return sc, nil
+}
+
+// dir makes a fresh directory in out for one collection's outputs,
+// writable by any uid, and returns it.
+func (s scratch) dir() (string, error) {
+	d := filepath.Join(s.out, randomName())
+	if err := os.Mkdir(d, 0o777); err != nil {
+		return "", err
+	}
+	return d, os.Chmod(d, 0o777) // past the umask
+}
+
+func randomName() string {
+	var name [16]byte
+	rand.Read(name[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(name[:])
 }
 
 func (s scratch) remove() error { return os.RemoveAll(s.parent) }

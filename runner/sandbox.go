@@ -1,0 +1,128 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// SandboxSpec is a sandbox a caller holds across runs (a task's steps):
+// what every process of it shares. What each process brings (argv, env,
+// cwd, timeout, input and output) is its run's request and Step.
+type SandboxSpec struct {
+	// ID names the sandbox (a task's: StepID(task_id, "sandbox")) and is
+	// recorded as the result's sandbox by every run in it.
+	ID string
+	// Backend builds the sandbox; it must keep sandboxes
+	// (backend.Sandboxes).
+	Backend backend.Backend
+	// Workspace is the host directory every run works in, in place (a
+	// task's inbox): no snapshot is taken.
+	Workspace string
+	// ReadOnly and Writable are extra host directories visible at their
+	// own paths, read-only and writable (as Options.ReadOnly, Writable).
+	ReadOnly []string
+	Writable []string
+	// Network is the sandbox's network (job.Network*; empty: disabled),
+	// AllowedHosts its allowlist, and Egress the caller's bridge an
+	// "allowlist" sandbox needs (as Step.Egress: the caller opened it and
+	// closes it after Close).
+	Network      string
+	AllowedHosts []string
+	Egress       *backend.Egress
+	// Limits are the sandbox's: memory_mb, cpu_count, max_processes and
+	// tmp_mb hold for all its processes together; timeout_ms is the
+	// timeout of a run whose request sets none.
+	Limits job.Limits
+}
+
+// Sandbox is a live sandbox of the run service: a run is one process of
+// it when its Step names it. It is safe for concurrent use; Close
+// deletes it.
+type Sandbox struct {
+	spec SandboxSpec
+	b    backend.Backend
+	sb   backend.Sandbox
+	once sync.Once
+	err  error
+}
+
+// OpenSandbox creates the sandbox spec describes on spec.Backend. Its
+// processes are confined as a one-shot run's are, without an exec
+// allow-list or denied programs (policy.exec_scope every_process and
+// allow_shell false hold for a whole sandbox, so a run that asks for
+// them is refused in a shared one: see Step). The error is coded as a
+// run's: backend.unavailable for a backend that keeps no sandboxes or
+// is not available, backend.setup_failed when the sandbox cannot be
+// built.
+func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, error) {
+	if spec.Backend == nil {
+		return nil, job.Errorf(job.CodeInvalidRequest, "a sandbox needs its backend")
+	}
+	sbs, ok := spec.Backend.(backend.Sandboxes)
+	if !ok {
+		return nil, job.Errorf(job.CodeBackendUnavail, "backend keeps no sandboxes").With("backend", spec.Backend.Kind())
+	}
+	if spec.Network == "" {
+		spec.Network = job.NetworkDisabled
+	}
+	if spec.Network == job.NetworkAllowlist && spec.Egress == nil {
+		return nil, job.Errorf(job.CodeBackendSetupFailed, "network allowlist needs the caller's egress bridge")
+	}
+	if err := spec.Backend.Available(ctx); err != nil {
+		return nil, job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").With("backend", spec.Backend.Kind()).With("reason", err.Error())
+	}
+	l := spec.Limits
+	sb, err := sbs.Create(ctx, backend.Spec{
+		JobID:     spec.ID,
+		Workspace: backend.Workspace{Dir: spec.Workspace},
+		Cwd:       ".",
+		ReadOnly:  spec.ReadOnly,
+		Writable:  spec.Writable,
+		Network:   spec.Network,
+		Egress:    spec.Egress,
+		Limits: backend.Limits{
+			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,
+			KillGrace:    r.cfg.KillGrace,
+			MemoryBytes:  l.MemoryMB << 20,
+			CPUCount:     float64(l.CPUCount),
+			MaxProcesses: l.MaxProcesses,
+			TmpBytes:     l.TmpMB << 20,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{spec: spec, b: spec.Backend, sb: sb}, nil
+}
+
+// ID is the sandbox's id (SandboxSpec.ID).
+func (s *Sandbox) ID() string { return s.spec.ID }
+
+// Backend is the backend the sandbox runs on.
+func (s *Sandbox) Backend() backend.Backend { return s.b }
+
+// Close deletes the sandbox: every process still in it is killed and
+// what it holds is freed. Only the first call acts; every call returns
+// its error.
+func (s *Sandbox) Close() error {
+	s.once.Do(func() { s.err = s.sb.Delete(context.Background()) })
+	return s.err
+}
+
+// shape puts the sandbox's shared settings into req, so that the
+// recorded request says what the run ran in: the workspace, the network
+// and its allowlist, and the limits that hold for the whole sandbox. The
+// run's timeout stays its own (the sandbox's when it sets none).
+func (s *Sandbox) shape(req *job.Request) {
+	req.Workspace.Path = s.spec.Workspace
+	req.Policy.Network, req.Policy.AllowedHosts = s.spec.Network, s.spec.AllowedHosts
+	l := s.spec.Limits
+	req.Limits.MemoryMB, req.Limits.CPUCount, req.Limits.MaxProcesses, req.Limits.TmpMB = l.MemoryMB, l.CPUCount, l.MaxProcesses, l.TmpMB
+	if req.Limits.TimeoutMS == 0 {
+		req.Limits.TimeoutMS = l.TimeoutMS
+	}
+}
