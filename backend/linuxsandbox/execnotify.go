@@ -141,12 +141,14 @@ func (r *execRecorder) serve(fd int) {
 		default:
 			return
 		}
-		d, denied := r.look(fd, &n)
-		resp := seccompNotifResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
-		if denied {
+		// The denial is recorded before the answer: once answered, the
+		// caller's exec fails at once and the workload may exit, and its
+		// exit report (take) must already hold the denial.
+		if d, denied := r.look(fd, &n); denied {
 			r.record(d)
 		}
+		resp := seccompNotifResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
 	}
 }
 
