@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -157,6 +158,14 @@ func New(cfg Config) (*Runner, error) {
 // runner's hold of the store's owner lock, if any.
 func (r *Runner) Close() error {
 	r.waitCaches()
+	// A backend that finishes work in the background (linux_sandbox
+	// removes a one-shot run's cgroups after it) is waited for, so a
+	// process that exits after Close leaves nothing of its runs behind.
+	for _, b := range r.cfg.Backends {
+		if c, ok := b.(io.Closer); ok {
+			c.Close()
+		}
+	}
 	return r.store.Close()
 }
 

@@ -304,10 +304,40 @@ func (s *Sandbox) teardown(lazy bool) {
 		}
 	}
 	if lazy {
-		go remove()
+		lazyRemovals.Add(1)
+		go func() {
+			defer lazyRemovals.Done()
+			remove()
+		}()
 		return
 	}
 	remove()
+}
+
+// lazyRemovals counts the one-shot runs' cgroup removals still going on
+// in the background (teardown); Backend.Close waits for them, so a
+// process that exits right after its last Run (agent-runner run) leaves
+// no empty groups behind.
+var lazyRemovals sync.WaitGroup
+
+// closeWait bounds how long Close waits for background removals: a
+// group a stray process keeps busy is given up on (removeCgroupDir
+// retries for half a second).
+const closeWait = 5 * time.Second
+
+// Close waits until the cgroups of this process's finished one-shot runs
+// are removed (at most closeWait). The backend stays usable.
+func (b *Backend) Close() error {
+	done := make(chan struct{})
+	go func() {
+		lazyRemovals.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+	}
+	return nil
 }
 
 var _ backend.UsageSampler = (*Sandbox)(nil)
