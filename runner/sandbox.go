@@ -37,6 +37,11 @@ type SandboxSpec struct {
 	// tmp_mb hold for all its processes together; timeout_ms is the
 	// timeout of a run whose request sets none.
 	Limits job.Limits
+	// DeniedPrograms, when non-nil, are programs no process of the
+	// sandbox may execute (backend.Spec.DeniedPrograms): policy.allow_shell
+	// false for the whole sandbox, policy.ShellPrograms(). A run whose
+	// policy denies shells may then run in it (see Step).
+	DeniedPrograms []string
 }
 
 // Sandbox is a live sandbox of the run service: a run is one process of
@@ -52,9 +57,10 @@ type Sandbox struct {
 
 // OpenSandbox creates the sandbox spec describes on spec.Backend. Its
 // processes are confined as a one-shot run's are, without an exec
-// allow-list or denied programs (policy.exec_scope every_process and
-// allow_shell false hold for a whole sandbox, so a run that asks for
-// them is refused in a shared one: see Step). The error is coded as a
+// allow-list, and without denied programs unless spec.DeniedPrograms
+// names them (policy.exec_scope every_process and allow_shell false hold
+// for a whole sandbox, so a run that asks for more than the sandbox
+// denies is refused in a shared one: see Step). The error is coded as a
 // run's: backend.unavailable for a backend that keeps no sandboxes or
 // is not available, backend.setup_failed when the sandbox cannot be
 // built.
@@ -84,6 +90,8 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 		Writable:  spec.Writable,
 		Network:   spec.Network,
 		Egress:    spec.Egress,
+		// The programs every process of the sandbox is denied.
+		DeniedPrograms: spec.DeniedPrograms,
 		Limits: backend.Limits{
 			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,
 			KillGrace:    r.cfg.KillGrace,
