@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/runner"
 )
 
@@ -132,5 +134,52 @@ func TestOpenSandboxNeedsSandboxes(t *testing.T) {
 	_, err := f.r.OpenSandbox(context.Background(), runner.SandboxSpec{ID: "t3.sandbox", Workspace: f.ws, Backend: runOnly{localprocess.Backend{}}})
 	if job.CodeOf(err) != job.CodeBackendUnavail {
 		t.Errorf("OpenSandbox on a run-only backend = %v, want %s", err, job.CodeBackendUnavail)
+	}
+}
+
+// TestSandboxDenyingShellsTakesShellFreeSteps: a sandbox that denies the
+// shells to all its processes (SandboxSpec.DeniedPrograms) runs a step
+// whose policy denies them (allow_shell false), and its record says
+// whether the backend enforced the denial (local_process does not).
+func TestSandboxDenyingShellsTakesShellFreeSteps(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := openSandbox(t, f, runner.SandboxSpec{ID: "t4.sandbox", DeniedPrograms: policy.ShellPrograms()})
+	req := stepRequest(f.ws, "t4.call-1", []string{"touch", "ran.txt"}, "touch")
+	req.Policy.AllowShell = false
+	res, err := f.r.Step(context.Background(), req, runner.Options{Step: &runner.Step{Sandbox: sb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != job.StatusCompleted || res.Sandbox != "t4.sandbox" {
+		t.Fatalf("step = %s %+v in %q, want completed in t4.sandbox", res.Status, res.Error, res.Sandbox)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "ran.txt")); err != nil {
+		t.Errorf("the step did not run: %v", err)
+	}
+	if res.Enforcement == nil || !slices.Contains(res.Enforcement.NotEnforced, job.LimitShells) {
+		t.Errorf("enforcement = %+v, want shells not enforced on local_process", res.Enforcement)
+	}
+}
+
+// TestSandboxEgressHoldsTheOperatorsNetwork: a sandbox's network is held
+// to the operator's settings as a job's: host needs AllowHostNetwork,
+// an allowlist the egress ceiling; disabled opens no bridge.
+func TestSandboxEgressHoldsTheOperatorsNetwork(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		p    job.Policy
+		want job.Code
+	}{
+		{job.Policy{Network: job.NetworkDisabled}, ""},
+		{job.Policy{Network: job.NetworkHost}, job.CodeNetworkDenied},
+		{job.Policy{Network: job.NetworkAllowlist, AllowedHosts: []string{"example.com:443"}}, job.CodeNetworkDenied},
+	} {
+		br, stop, err := f.r.SandboxEgress(context.Background(), "t5.sandbox", tc.p, nil)
+		if job.CodeOf(err) != tc.want || br != nil {
+			t.Errorf("SandboxEgress(%q) = %v, %v; want no bridge, code %q", tc.p.Network, br, err, tc.want)
+		}
+		if stop != nil {
+			stop()
+		}
 	}
 }
