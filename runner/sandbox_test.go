@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
@@ -181,5 +182,41 @@ func TestSandboxEgressHoldsTheOperatorsNetwork(t *testing.T) {
 		if stop != nil {
 			stop()
 		}
+	}
+}
+
+// createSpy is local_process keeping the Spec of the sandbox it created.
+type createSpy struct {
+	localprocess.Backend
+	spec backend.Spec
+}
+
+func (b *createSpy) Create(ctx context.Context, spec backend.Spec) (backend.Sandbox, error) {
+	b.spec = spec
+	return b.Backend.Create(ctx, spec)
+}
+
+// TestSandboxLimitsDefaultAsARunsDo: a sandbox opened without limits
+// gets the limits a run without them would, so that what a step in it
+// records as its limits is what the sandbox holds.
+func TestSandboxLimitsDefaultAsARunsDo(t *testing.T) {
+	f := newFixture(t, nil)
+	spy := &createSpy{}
+	sb, err := f.r.OpenSandbox(context.Background(), runner.SandboxSpec{ID: "t6.sandbox", Workspace: f.ws, Backend: spy, Limits: job.Limits{MemoryMB: 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	want := backend.Limits{MemoryBytes: 300 << 20, CPUCount: 2, MaxProcesses: 256, TmpBytes: 1024 << 20, KillGrace: spy.spec.Limits.KillGrace}
+	if diff := cmp.Diff(want, spy.spec.Limits); diff != "" {
+		t.Errorf("sandbox limits (-want +got):\n%s", diff)
+	}
+	res, err := f.r.Step(context.Background(), stepRequest(f.ws, "t6.call-1", []string{"true"}, "true"), runner.Options{Step: &runner.Step{Sandbox: sb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := f.r.Store().ReadRequest(res.JobID)
+	if err != nil || req.Limits.MemoryMB != 300 || req.Limits.CPUCount != 2 || req.Limits.MaxProcesses != 256 || req.Limits.TmpMB != 1024 {
+		t.Errorf("recorded limits %+v, %v; want the sandbox's", req.Limits, err)
 	}
 }

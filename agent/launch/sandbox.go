@@ -148,12 +148,12 @@ func (t *toolSandbox) open(ctx context.Context, req job.Request, opts runner.Opt
 		t.closeAudit(audits)
 		return err
 	}
-	d := t.r.Config().Defaults
+	// The manifest's memory; CPU, processes and /tmp the operator's
+	// defaults (OpenSandbox fills them).
 	sb, err := t.r.OpenSandbox(ctx, runner.SandboxSpec{
 		ID: id, Backend: b, Workspace: scratch, ReadOnly: opts.ReadOnly, Writable: opts.Writable,
 		Network: req.Policy.Network, AllowedHosts: req.Policy.AllowedHosts, Egress: bridge,
-		Limits:         job.Limits{MemoryMB: req.Limits.MemoryMB, CPUCount: d.CPUCount, MaxProcesses: d.MaxProcesses, TmpMB: d.TmpMB},
-		DeniedPrograms: policy.ShellPrograms(),
+		Limits: job.Limits{MemoryMB: req.Limits.MemoryMB}, DeniedPrograms: policy.ShellPrograms(),
 	})
 	if err != nil {
 		stop()
