@@ -22,6 +22,12 @@ import (
 // the run directory.
 const EgressFile = "egress.jsonl"
 
+// errEnded is the error of a call made once the run's sandbox was
+// closed.
+func errEnded() error {
+	return job.Errorf(job.CodeRunCanceled, "the run has ended: its sandbox is closed")
+}
+
 // toolSandbox runs a session's subprocess tools (a gateway.JobRunner)
 // as processes of one sandbox of the run service, the run's: opened on
 // the first call (runner.StepID(run_id, "sandbox")) with the read roots
@@ -60,10 +66,26 @@ type toolSandbox struct {
 func (t *toolSandbox) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
 	t.call.Lock()
 	defer t.call.Unlock()
+	t.mu.Lock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return job.Result{}, errEnded()
+	}
 	t.calls++
 	n := gateway.CallOf(ctx)
 	if n == 0 {
 		n = t.calls
+	}
+	if err := t.ensureRunner(); err != nil {
+		return job.Result{}, err
+	}
+	// Held to the operator's limits as a job is (memory_mb, timeout_ms
+	// within the runner's maxima; the backend enabled), before anything
+	// is opened; Step holds it to its own.
+	checked := req
+	if err := t.r.Prepare(&checked); err != nil {
+		return job.Result{}, err
 	}
 	sb, scratch, err := t.sandbox(ctx, req, opts)
 	if err != nil {
@@ -93,13 +115,29 @@ func cwdLink(scratch string, n int64, dir string) (string, error) {
 	return name, nil
 }
 
+// ensureRunner builds the run service of the session's own on the first
+// call, when the session was given none.
+func (t *toolSandbox) ensureRunner() error {
+	if t.r != nil {
+		return nil
+	}
+	r, err := t.newRunner()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.r, t.ownsRun = r, true
+	t.mu.Unlock()
+	return nil
+}
+
 // sandbox is the run's sandbox, opened on the first call.
 func (t *toolSandbox) sandbox(ctx context.Context, req job.Request, opts runner.Options) (*runner.Sandbox, string, error) {
 	t.mu.Lock()
 	closed, sb, scratch := t.closed, t.sb, t.scratch
 	t.mu.Unlock()
 	if closed {
-		return nil, "", job.Errorf(job.CodeRunCanceled, "the run has ended")
+		return nil, "", errEnded()
 	}
 	if sb != nil {
 		return sb, scratch, nil
@@ -114,15 +152,6 @@ func (t *toolSandbox) sandbox(ctx context.Context, req job.Request, opts runner.
 
 // open opens the sandbox for the session's calls (see toolSandbox).
 func (t *toolSandbox) open(ctx context.Context, req job.Request, opts runner.Options) error {
-	if t.r == nil {
-		r, err := t.newRunner()
-		if err != nil {
-			return err
-		}
-		t.mu.Lock()
-		t.r, t.ownsRun = r, true
-		t.mu.Unlock()
-	}
 	b, err := t.r.Backend(req.Backend.Kind)
 	if err != nil {
 		return err
@@ -168,7 +197,7 @@ func (t *toolSandbox) open(ctx context.Context, req job.Request, opts runner.Opt
 	if closed {
 		// The run ended while the sandbox was being made.
 		t.deleteSandbox()
-		return job.Errorf(job.CodeRunCanceled, "the run has ended")
+		return errEnded()
 	}
 	return nil
 }
