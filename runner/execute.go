@@ -238,7 +238,7 @@ func (e *execution) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		e.outcome(out, backend.Spec{})
+		e.outcome(out, backend.Spec{DeniedPrograms: s.spec.DeniedPrograms})
 		return e.collect(ctx, out)
 	}
 

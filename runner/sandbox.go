@@ -7,6 +7,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/validation"
 )
 
 // SandboxSpec is a sandbox a caller holds across runs (a task's steps):
@@ -34,9 +35,16 @@ type SandboxSpec struct {
 	AllowedHosts []string
 	Egress       *backend.Egress
 	// Limits are the sandbox's: memory_mb, cpu_count, max_processes and
-	// tmp_mb hold for all its processes together; timeout_ms is the
-	// timeout of a run whose request sets none.
+	// tmp_mb hold for all its processes together (zero: the runner's
+	// default, as for a run, so that the request a run in it records
+	// says what held); timeout_ms is the timeout of a run whose request
+	// sets none.
 	Limits job.Limits
+	// DeniedPrograms, when non-nil, are programs no process of the
+	// sandbox may execute (backend.Spec.DeniedPrograms): policy.allow_shell
+	// false for the whole sandbox, policy.ShellPrograms(). A run whose
+	// policy denies shells may then run in it (see Step).
+	DeniedPrograms []string
 }
 
 // Sandbox is a live sandbox of the run service: a run is one process of
@@ -52,9 +60,10 @@ type Sandbox struct {
 
 // OpenSandbox creates the sandbox spec describes on spec.Backend. Its
 // processes are confined as a one-shot run's are, without an exec
-// allow-list or denied programs (policy.exec_scope every_process and
-// allow_shell false hold for a whole sandbox, so a run that asks for
-// them is refused in a shared one: see Step). The error is coded as a
+// allow-list, and without denied programs unless spec.DeniedPrograms
+// names them (policy.exec_scope every_process and allow_shell false hold
+// for a whole sandbox, so a run that asks for more than the sandbox
+// denies is refused in a shared one: see Step). The error is coded as a
 // run's: backend.unavailable for a backend that keeps no sandboxes or
 // is not available, backend.setup_failed when the sandbox cannot be
 // built.
@@ -75,6 +84,7 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 	if err := spec.Backend.Available(ctx); err != nil {
 		return nil, job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").With("backend", spec.Backend.Kind()).With("reason", err.Error())
 	}
+	spec.Limits = r.sandboxLimits(spec.Limits)
 	l := spec.Limits
 	sb, err := sbs.Create(ctx, backend.Spec{
 		JobID:     spec.ID,
@@ -84,6 +94,8 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 		Writable:  spec.Writable,
 		Network:   spec.Network,
 		Egress:    spec.Egress,
+		// The programs every process of the sandbox is denied.
+		DeniedPrograms: spec.DeniedPrograms,
 		Limits: backend.Limits{
 			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,
 			KillGrace:    r.cfg.KillGrace,
@@ -97,6 +109,30 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 		return nil, err
 	}
 	return &Sandbox{spec: spec, b: spec.Backend, sb: sb}, nil
+}
+
+// sandboxLimits fills the zero sandbox-wide limits of l as a run's are
+// filled: the runner's defaults, else validation.DefaultLimits (tmp_mb
+// validation.DefaultTmpMB of the memory).
+func (r *Runner) sandboxLimits(l job.Limits) job.Limits {
+	d := r.cfg.Defaults
+	for _, f := range []struct{ v, def, fixed *int64 }{
+		{&l.MemoryMB, &d.MemoryMB, &validation.DefaultLimits.MemoryMB},
+		{&l.CPUCount, &d.CPUCount, &validation.DefaultLimits.CPUCount},
+		{&l.MaxProcesses, &d.MaxProcesses, &validation.DefaultLimits.MaxProcesses},
+		{&l.TmpMB, &d.TmpMB, &validation.DefaultLimits.TmpMB},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+		if *f.v == 0 {
+			*f.v = *f.fixed
+		}
+	}
+	if l.TmpMB == 0 {
+		l.TmpMB = validation.DefaultTmpMB(l.MemoryMB)
+	}
+	return l
 }
 
 // ID is the sandbox's id (SandboxSpec.ID).

@@ -4,15 +4,18 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/runner"
 )
 
@@ -132,5 +135,88 @@ func TestOpenSandboxNeedsSandboxes(t *testing.T) {
 	_, err := f.r.OpenSandbox(context.Background(), runner.SandboxSpec{ID: "t3.sandbox", Workspace: f.ws, Backend: runOnly{localprocess.Backend{}}})
 	if job.CodeOf(err) != job.CodeBackendUnavail {
 		t.Errorf("OpenSandbox on a run-only backend = %v, want %s", err, job.CodeBackendUnavail)
+	}
+}
+
+// TestSandboxDenyingShellsTakesShellFreeSteps: a sandbox that denies the
+// shells to all its processes (SandboxSpec.DeniedPrograms) runs a step
+// whose policy denies them (allow_shell false), and its record says
+// whether the backend enforced the denial (local_process does not).
+func TestSandboxDenyingShellsTakesShellFreeSteps(t *testing.T) {
+	f := newFixture(t, nil)
+	sb := openSandbox(t, f, runner.SandboxSpec{ID: "t4.sandbox", DeniedPrograms: policy.ShellPrograms()})
+	req := stepRequest(f.ws, "t4.call-1", []string{"touch", "ran.txt"}, "touch")
+	req.Policy.AllowShell = false
+	res, err := f.r.Step(context.Background(), req, runner.Options{Step: &runner.Step{Sandbox: sb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != job.StatusCompleted || res.Sandbox != "t4.sandbox" {
+		t.Fatalf("step = %s %+v in %q, want completed in t4.sandbox", res.Status, res.Error, res.Sandbox)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "ran.txt")); err != nil {
+		t.Errorf("the step did not run: %v", err)
+	}
+	if res.Enforcement == nil || !slices.Contains(res.Enforcement.NotEnforced, job.LimitShells) {
+		t.Errorf("enforcement = %+v, want shells not enforced on local_process", res.Enforcement)
+	}
+}
+
+// TestSandboxEgressHoldsTheOperatorsNetwork: a sandbox's network is held
+// to the operator's settings as a job's: host needs AllowHostNetwork,
+// an allowlist the egress ceiling; disabled opens no bridge.
+func TestSandboxEgressHoldsTheOperatorsNetwork(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tc := range []struct {
+		p    job.Policy
+		want job.Code
+	}{
+		{job.Policy{Network: job.NetworkDisabled}, ""},
+		{job.Policy{Network: job.NetworkHost}, job.CodeNetworkDenied},
+		{job.Policy{Network: job.NetworkAllowlist, AllowedHosts: []string{"example.com:443"}}, job.CodeNetworkDenied},
+	} {
+		br, stop, err := f.r.SandboxEgress(context.Background(), "t5.sandbox", tc.p, nil)
+		if job.CodeOf(err) != tc.want || br != nil {
+			t.Errorf("SandboxEgress(%q) = %v, %v; want no bridge, code %q", tc.p.Network, br, err, tc.want)
+		}
+		if stop != nil {
+			stop()
+		}
+	}
+}
+
+// createSpy is local_process keeping the Spec of the sandbox it created.
+type createSpy struct {
+	localprocess.Backend
+	spec backend.Spec
+}
+
+func (b *createSpy) Create(ctx context.Context, spec backend.Spec) (backend.Sandbox, error) {
+	b.spec = spec
+	return b.Backend.Create(ctx, spec)
+}
+
+// TestSandboxLimitsDefaultAsARunsDo: a sandbox opened without limits
+// gets the limits a run without them would, so that what a step in it
+// records as its limits is what the sandbox holds.
+func TestSandboxLimitsDefaultAsARunsDo(t *testing.T) {
+	f := newFixture(t, nil)
+	spy := &createSpy{}
+	sb, err := f.r.OpenSandbox(context.Background(), runner.SandboxSpec{ID: "t6.sandbox", Workspace: f.ws, Backend: spy, Limits: job.Limits{MemoryMB: 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	want := backend.Limits{MemoryBytes: 300 << 20, CPUCount: 2, MaxProcesses: 256, TmpBytes: 1024 << 20, KillGrace: spy.spec.Limits.KillGrace}
+	if diff := cmp.Diff(want, spy.spec.Limits); diff != "" {
+		t.Errorf("sandbox limits (-want +got):\n%s", diff)
+	}
+	res, err := f.r.Step(context.Background(), stepRequest(f.ws, "t6.call-1", []string{"true"}, "true"), runner.Options{Step: &runner.Step{Sandbox: sb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := f.r.Store().ReadRequest(res.JobID)
+	if err != nil || req.Limits.MemoryMB != 300 || req.Limits.CPUCount != 2 || req.Limits.MaxProcesses != 256 || req.Limits.TmpMB != 1024 {
+		t.Errorf("recorded limits %+v, %v; want the sandbox's", req.Limits, err)
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,10 +26,11 @@ func (e *execution) sandbox() *Sandbox {
 // input and output, sampling the sandbox's usage for Step.Usage while
 // it runs, then Wait. The sandbox-wide settings (view, binds, network,
 // egress, limits) are the sandbox's; the decision must not need an exec
-// confinement (every_process, allow_shell false), which only a sandbox
-// of the run's own holds.
+// confinement the sandbox lacks (every_process, which only a sandbox of
+// the run's own holds; allow_shell false, unless the sandbox denies the
+// same programs: SandboxSpec.DeniedPrograms).
 func (e *execution) execIn(ctx context.Context, s *Sandbox, dec policy.Decision) (backend.Outcome, error) {
-	if dec.Executables != nil || dec.DeniedPrograms != nil {
+	if dec.Executables != nil || !denies(s.spec.DeniedPrograms, dec.DeniedPrograms) {
 		return backend.Outcome{}, job.Errorf(job.CodeBackendUnavail, "policy.exec_scope every_process and allow_shell false confine every process of a sandbox: this run needs a sandbox of its own").
 			With("backend", s.b.Kind()).With("sandbox", s.ID())
 	}
@@ -67,6 +69,23 @@ func (e *execution) execIn(ctx context.Context, s *Sandbox, dec policy.Decision)
 	sampling.Wait()
 	flush()
 	return out, err
+}
+
+// denies reports whether a sandbox denying have denies every program of
+// want (nil: none is asked).
+func denies(have, want []string) bool {
+	if want == nil {
+		return true
+	}
+	if have == nil {
+		return false
+	}
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // sampleUsage hands fn the sandbox's usage every interval (default 30

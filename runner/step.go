@@ -33,9 +33,10 @@ type Step struct {
 	// memory, CPU, processes and /tmp) was set by OpenSandbox: Step
 	// writes it into the request it records, and Options.ReadOnly,
 	// Writable and Step.Egress are not used. A request whose policy
-	// needs an exec confinement (exec_scope every_process, allow_shell
-	// false) ends backend_unavailable: only a sandbox of its own holds
-	// one.
+	// needs an exec confinement the sandbox lacks (exec_scope
+	// every_process; allow_shell false in a sandbox that does not deny
+	// the shells, SandboxSpec.DeniedPrograms) ends backend_unavailable:
+	// only a sandbox of its own holds one.
 	Sandbox *Sandbox
 	// Env is added to the environment the policy decided, after it: the
 	// values no record may hold (secrets, the task token). It is never
@@ -160,15 +161,7 @@ func (e *execution) backendFor() (backend.Backend, error) {
 	if st := e.opts.Step; st != nil {
 		return st.Backend, nil
 	}
-	if !e.r.Enabled(e.req.Backend.Kind) {
-		return nil, job.Errorf(job.CodeBackendUnavail, "backend is not enabled on this runner").
-			With("backend", e.req.Backend.Kind).With("reason", "not among the runner's enabled backends").With("enabled", e.r.cfg.Backends.Kinds())
-	}
-	b, ok := e.r.backend(e.req.Backend.Kind)
-	if !ok {
-		return nil, job.Errorf(job.CodeBackendUnavail, "backend is not registered").With("backend", e.req.Backend.Kind)
-	}
-	return b, nil
+	return e.r.Backend(e.req.Backend.Kind)
 }
 
 // workspace is the job's writable root: a step's live directory as it

@@ -137,7 +137,7 @@ func (g *Gateway) Invoke(ctx context.Context, name string, args json.RawMessage)
 		return nil, jerr
 	}
 	g.record(audit.Event{Event: audit.EventToolCall, Call: n, Tool: name, Args: args, Allowed: audit.Bool(true), Reason: "allowed by policy"})
-	res, err := run(ctx)
+	res, err := run(context.WithValue(ctx, callKey{}, n))
 	if err != nil {
 		e := job.AsError(err)
 		g.record(audit.Event{Event: audit.EventToolResult, Call: n, Tool: name, OK: audit.Bool(false), Code: string(e.Code), Error: e.Message})
@@ -149,6 +149,17 @@ func (g *Gateway) Invoke(ctx context.Context, name string, args json.RawMessage)
 	}
 	g.record(audit.Event{Event: audit.EventToolResult, Call: n, Tool: name, OK: audit.Bool(true), Result: auditResult(out)})
 	return out, nil
+}
+
+// callKey is the context key of the call number Invoke runs a tool under.
+type callKey struct{}
+
+// CallOf is the number of the tool call ctx belongs to (the audit's
+// call, 1 for the first), as the JobRunner of a subprocess tool sees
+// it; 0 outside a call.
+func CallOf(ctx context.Context) int64 {
+	n, _ := ctx.Value(callKey{}).(int64)
+	return n
 }
 
 // check is the policy step: no I/O happens before it returns an executor.

@@ -263,7 +263,7 @@ func TestSchemas(t *testing.T) {
 	}
 	want := map[string]string{
 		"grep_log":  `{"additionalProperties":false,"properties":{"max_matches":{"description":"stop after this many matches (default and maximum 1000)","type":"integer"},"path":{"description":"file or directory under a read root; directories are searched recursively","type":"string"},"pattern":{"description":"substring to find (not a regular expression)","type":"string"}},"required":["path","pattern"],"type":"object"}`,
-		"run_tests": `{"additionalProperties":false,"properties":{"args":{"description":"arguments passed to the command","items":{"type":"string"},"type":"array"},"command":{"description":"absolute path of an allowlisted executable","type":"string"},"working_directory":{"description":"directory under a read root; the job runs in a copy of it","type":"string"}},"required":["command","working_directory"],"type":"object"}`,
+		"run_tests": `{"additionalProperties":false,"properties":{"args":{"description":"arguments passed to the command","items":{"type":"string"},"type":"array"},"command":{"description":"absolute path of an allowlisted executable","type":"string"},"working_directory":{"description":"directory under a read root; the command runs in it, read-only unless it lies in a write root","type":"string"}},"required":["command","working_directory"],"type":"object"}`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("schemas (-want +got):\n%s", diff)

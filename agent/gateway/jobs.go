@@ -20,7 +20,7 @@ import (
 // RunTestsArgs are run_tests arguments.
 type RunTestsArgs struct {
 	Command          string   `json:"command" desc:"absolute path of an allowlisted executable"`
-	WorkingDirectory string   `json:"working_directory" desc:"directory under a read root; the job runs in a copy of it"`
+	WorkingDirectory string   `json:"working_directory" desc:"directory under a read root; the command runs in it, read-only unless it lies in a write root"`
 	Args             []string `json:"args,omitempty" desc:"arguments passed to the command"`
 }
 
@@ -42,8 +42,12 @@ type JobToolResult struct {
 	Backend         string     `json:"backend"`
 	// BackendNote says when the job ran unisolated (local_process, only
 	// when the operator configured it) or when a write root was missing.
-	BackendNote string     `json:"backend_note,omitempty"`
-	Error       *job.Error `json:"error,omitempty"`
+	BackendNote string `json:"backend_note,omitempty"`
+	// Sandbox names the sandbox the call ran in, when it was a process
+	// of one the run holds (every subprocess tool call of a capability
+	// run: launch.Session): the same for each call of a run.
+	Sandbox string     `json:"sandbox,omitempty"`
+	Error   *job.Error `json:"error,omitempty"`
 }
 
 // MaxJobOutputBytes caps each stream returned to the agent.
@@ -169,7 +173,7 @@ func (g *Gateway) runJob(ctx context.Context, pc manifest.PinnedCommand, loc roo
 	}
 	out := JobToolResult{
 		JobID: res.JobID, Status: res.Status, ExitCode: res.ExitCode, Backend: res.Backend,
-		BackendNote: note, Error: res.Error,
+		BackendNote: note, Sandbox: res.Sandbox, Error: res.Error,
 	}
 	out.Stdout, out.StdoutTruncated = capText(res.Stdout)
 	out.Stderr, out.StderrTruncated = capText(res.Stderr)

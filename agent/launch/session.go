@@ -1,7 +1,8 @@
 // Package launch runs agents and keeps their run directories: a scripted
 // run walks a task file's steps through the gateway; a Session is the
 // shared part (runs/<uuid>/ with audit.jsonl, summary.json, the manifest
-// copy and the jobs store) that the agent loop uses too.
+// copy, and the one sandbox its subprocess tools run in) that the agent
+// loop uses too.
 package launch
 
 import (
@@ -13,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,8 +23,6 @@ import (
 	"github.com/agent-runner/agent-runner/agent/manifest"
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
-	"github.com/agent-runner/agent-runner/jobs"
-	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
 )
@@ -46,10 +44,12 @@ type Options struct {
 	// Cwd resolves relative manifest roots and tool paths (default: the
 	// process working directory).
 	Cwd string
-	// Jobs runs subprocess tools (ServiceRunner: serve's jobs service);
-	// nil opens a plane of the run's own on <run_dir>/jobs, closed by
-	// Finish.
-	Jobs gateway.JobRunner
+	// Runner is the run service the run's subprocess tools run in, as
+	// processes of one sandbox of the run (sandbox.go): serve's. nil
+	// builds one of the run's own on <run_dir>/jobs (its records), on
+	// the first subprocess tool call, with Egress and AllowHostNetwork;
+	// Close closes it.
+	Runner *runner.Runner
 	// Backend is the backend kind subprocess tools run on (default
 	// linux_sandbox; see gateway.WithBackend). When it is unavailable
 	// those tools fail with backend.unavailable.
@@ -80,7 +80,7 @@ type Session struct {
 	now      func() time.Time
 	steps    []StepRecord
 	onStep   func(StepRecord)
-	plane    *lazyPlane // nil when Options.Jobs was given
+	tools    *toolSandbox
 }
 
 // StepRecord is one tool call in summary.json.
@@ -154,12 +154,15 @@ func Open(ctx context.Context, manifestPath, mode string, o Options) (*Session, 
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "create audit log")
 	}
 	s.Audit.SetClock(o.Now)
-	runJobs := o.Jobs
-	if runJobs == nil {
-		s.plane = &lazyPlane{cfg: runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger, Egress: o.Egress, AllowHostNetwork: o.AllowHostNetwork}, log: o.Logger}
-		runJobs = s.plane
+	s.tools = &toolSandbox{runID: s.ID, runDir: s.Dir, r: o.Runner, log: o.Logger}
+	if s.tools.log == nil {
+		s.tools.log = slog.New(slog.DiscardHandler)
 	}
-	s.Gateway = gateway.New(p, s.Audit, runJobs, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
+	if o.Runner == nil {
+		cfg := runner.Config{StoreDir: filepath.Join(s.Dir, "jobs"), Logger: o.Logger, Egress: o.Egress, AllowHostNetwork: o.AllowHostNetwork}
+		s.tools.newRunner = func() (*runner.Runner, error) { return runner.New(cfg) }
+	}
+	s.Gateway = gateway.New(p, s.Audit, s.tools, gateway.WithCwd(o.Cwd), gateway.WithLogger(o.Logger), gateway.WithBackend(o.Backend))
 	pol, _ := json.Marshal(p)
 	sum := sha256.Sum256(raw)
 	if err := s.Audit.Append(audit.Event{Event: audit.EventRunStart, Agent: p.Name, Mode: mode, Manifest: hex.EncodeToString(sum[:]), Policy: pol}); err != nil {
@@ -201,11 +204,16 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage) (
 	return out, err
 }
 
-// Finish writes run_end and summary.json and closes the audit log.
+// Close deletes the run's sandbox, killing whatever its subprocess tools
+// left running, and closes a run service of the run's own. Finish calls
+// it; a caller defers it too, so that no path (a panic included) leaves
+// the sandbox behind. More calls do nothing.
+func (s *Session) Close() { s.tools.close() }
+
+// Finish deletes the run's sandbox (Close), writes run_end and
+// summary.json and closes the audit log.
 func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
-	if s.plane != nil {
-		s.plane.close()
-	}
+	s.Close()
 	used := s.Gateway.CallsUsed()
 	sum := Summary{
 		RunID: s.ID, RunDir: s.Dir, Agent: s.Policy.Name, Mode: s.Mode, StartedAt: s.Started,
@@ -242,58 +250,4 @@ func (s *Session) Finish(exitReason, finalAnswer string) (Summary, error) {
 		return sum, job.Wrap(job.CodeRunIOFailed, aerr, "write audit")
 	}
 	return sum, nil
-}
-
-// lazyPlane opens the run's job plane (runner, embedded queue, workers and
-// jobs service on <run_dir>/jobs) on the first subprocess tool call, so
-// runs without one have no jobs/ directory. Its tools are then queued,
-// run, recorded and canceled like every other job.
-type lazyPlane struct {
-	cfg runner.Config
-	log *slog.Logger
-	mu  sync.Mutex
-	r   *runner.Runner
-	p   *plane.Plane
-}
-
-func (l *lazyPlane) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
-	l.mu.Lock()
-	if l.p == nil {
-		r, err := runner.New(l.cfg)
-		if err != nil {
-			l.mu.Unlock()
-			return job.Result{}, err
-		}
-		p, err := plane.Open(ctx, plane.Config{Runner: r, Logger: l.log})
-		if err != nil {
-			r.Close()
-			l.mu.Unlock()
-			return job.Result{}, err
-		}
-		l.r, l.p = r, p
-	}
-	p := l.p
-	l.mu.Unlock()
-	return p.Jobs.Run(ctx, req, jobs.Mounts{ReadOnly: opts.ReadOnly, Writable: opts.Writable})
-}
-
-// close stops the plane, if it was opened.
-func (l *lazyPlane) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.p != nil {
-		l.p.Close()
-		l.r.Close()
-		l.p, l.r = nil, nil
-	}
-}
-
-// ServiceRunner runs a session's subprocess tools through a jobs service
-// the caller already has (serve's), with the gateway's read and write
-// roots as the job's mounts.
-type ServiceRunner struct{ Jobs *jobs.Service }
-
-// Run implements gateway.JobRunner.
-func (s ServiceRunner) Run(ctx context.Context, req job.Request, opts runner.Options) (job.Result, error) {
-	return s.Jobs.Run(ctx, req, jobs.Mounts{ReadOnly: opts.ReadOnly, Writable: opts.Writable})
 }

@@ -95,6 +95,7 @@ func Scripted(ctx context.Context, manifestPath string, task *Task, o Options) (
 	if err != nil {
 		return Summary{}, err
 	}
+	defer s.Close()
 	return s.RunTask(ctx, task)
 }
 

@@ -12,18 +12,19 @@ import (
 // What a manifest reaches on the host, and the rules that hold it:
 //
 //   - filesystem.read roots are read by the gateway's file tools in the
-//     serve process itself, and mounted read-only into subprocess jobs;
-//     filesystem.write roots are mounted writable into those jobs. Each
+//     serve process itself, and mounted read-only into the run's sandbox,
+//     where its subprocess tools run; filesystem.write roots are mounted
+//     writable into it. Each
 //     must lie under a workspace root, outside the run store (Roots.Check),
 //     exist, and name no symlink beneath its workspace root: what was
 //     checked is the directory the gateway opens.
 //   - The gateway opens a root by its path, following symlinks, and only
-//     beneath it refuses them. A job writing in a write root can replace a
-//     directory there with a symlink, so no root and no command may lie
+//     beneath it refuses them. A tool call writing in a write root can
+//     replace a directory there with a symlink, so no root and no command may lie
 //     strictly beneath a write root, of its own run or of another run in
 //     progress.
-//   - commands.allow are executables run as jobs (the same reach as POST
-//     /v1/jobs) and hashed by the compiler in this process, their digest
+//   - commands.allow are executables run in the run's sandbox under a
+//     job's policy decision (the same reach as POST /v1/jobs) and hashed by the compiler in this process, their digest
 //     shown in the compiled policy: each must be a regular file that every
 //     user may read and execute, so neither a FIFO nor a device can stall
 //     the compiler and no private file's digest is disclosed.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/runner"
@@ -54,7 +53,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := Config{Dir: filepath.Join(storeDir, "agent-runs"), Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots}
+	cfg := Config{Dir: filepath.Join(storeDir, "agent-runs"), Runner: r, Backend: "local_process", Roots: roots}
 	svc, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

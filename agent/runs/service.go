@@ -1,8 +1,8 @@
 // Package agentapi is serve's capability-runs door: it launches a scripted
 // task or a mock-agent run from a manifest sent over HTTP, runs it in the
-// background with its subprocess tools on serve's jobs service, and serves
-// each run's status, compiled policy, summary and audit trail (with the
-// hash chain verified). Manifests are held to serve's workspace roots
+// background with its subprocess tools in one sandbox of serve's run
+// service, and serves each run's status, compiled policy, summary and
+// audit trail (with the hash chain verified). Manifests are held to serve's workspace roots
 // before anything is created: a submitter gets no filesystem reach beyond
 // what POST /v1/jobs already gives it.
 package runs
@@ -20,13 +20,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agent-runner/agent-runner/agent/gateway"
 	"github.com/agent-runner/agent-runner/agent/launch"
 	"github.com/agent-runner/agent-runner/agent/loop"
 	"github.com/agent-runner/agent-runner/agent/manifest"
 	"github.com/agent-runner/agent-runner/agent/model"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -55,9 +55,10 @@ const DefaultRetention = 7 * 24 * time.Hour
 type Config struct {
 	// Dir holds the run directories (<store-dir>/agent-runs).
 	Dir string
-	// Jobs runs subprocess tools: launch.ServiceRunner on serve's jobs
-	// service.
-	Jobs gateway.JobRunner
+	// Runner is the run service each run's subprocess tools run in, as
+	// processes of one sandbox of the run (launch.Options.Runner):
+	// serve's, on this host.
+	Runner *runner.Runner
 	// Backend is the backend kind subprocess tools run on (serve's
 	// --default-backend).
 	Backend string
@@ -209,6 +210,7 @@ func (s *Service) Launch(req LaunchRequest) (Info, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer sess.Close()
 		sum, err := s.run(sess, task, req.Message)
 		s.done(sess.ID)
 		if err != nil {
@@ -278,7 +280,7 @@ func (s *Service) open(id string, req LaunchRequest) (*launch.Session, error) {
 		mode = modeMock
 	}
 	return launch.Open(s.ctx, f.Name(), mode, launch.Options{
-		RunsDir: s.records.Dir(), Cwd: s.base(), Jobs: s.cfg.Jobs, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
+		RunsDir: s.records.Dir(), Cwd: s.base(), Runner: s.cfg.Runner, Backend: s.cfg.Backend, Logger: s.cfg.Logger,
 		NewID: func() string { return id }, OnStep: s.onStep(id),
 	})
 }

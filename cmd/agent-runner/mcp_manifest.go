@@ -37,6 +37,7 @@ func (f *mcpManifestFlags) serve(manifest, backend string) error {
 	if err != nil {
 		return err
 	}
+	defer sess.Close()
 	fmt.Fprintf(os.Stderr, "agent-runner mcp: run %s in %s\n", sess.ID, sess.Dir)
 	runErr := mcpserver.NewManifestServer(sess).Run(ctx, &mcp.StdioTransport{})
 	if _, err := sess.Finish("mcp_session_closed", ""); err != nil && runErr == nil {

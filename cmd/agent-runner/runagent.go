@@ -62,6 +62,7 @@ func newRunAgentCmd(name, fixedModel string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer s.Close()
 			if m, ok := client.(*model.Mock); ok && m.Dir == "" && len(s.Manifest.Capabilities.Filesystem.Read) > 0 {
 				m.Dir = s.Manifest.Capabilities.Filesystem.Read[0]
 			}

@@ -67,7 +67,7 @@ func newEnv(t *testing.T) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	runsDir := filepath.Join(store, "agent-runs")
-	svc, err := runs.New(ctx, runs.Config{Dir: runsDir, Jobs: launch.ServiceRunner{Jobs: p.Jobs}, Backend: "local_process", Roots: roots, Events: p.Jobs.Queue()})
+	svc, err := runs.New(ctx, runs.Config{Dir: runsDir, Runner: r, Backend: "local_process", Roots: roots, Events: p.Jobs.Queue()})
 	if err != nil {
 		t.Fatal(err)
 	}
