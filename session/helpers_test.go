@@ -2,10 +2,11 @@ package session_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
@@ -18,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	linuxsandbox.MaybeInit()
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // fixture is a session service over a fresh store.
