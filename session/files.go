@@ -70,8 +70,12 @@ func (s *Service) WriteFile(ctx context.Context, id, rel string, data []byte, mo
 	return fileError(h.sb.WriteFile(ctx, clean, bytes.NewReader(data), mode.Perm()), rel, s.cfg.MaxFileBytes)
 }
 
-// workspacePath is rel cleaned, or validation.path_escape.
+// workspacePath is rel cleaned, or validation.path_escape (an empty
+// one validation.invalid_request).
 func workspacePath(rel string) (string, error) {
+	if rel == "" {
+		return "", job.Errorf(job.CodeInvalidRequest, "a file call needs its path").With("field", "path")
+	}
 	clean, err := safepath.Clean(strings.TrimPrefix(rel, "./"))
 	if err != nil {
 		return "", job.Wrap(job.CodePathEscape, err, "the path must stay inside the sandbox's workspace").With("path", rel)

@@ -32,7 +32,7 @@ type fixture struct {
 
 // backends are the kinds the tests run on: local_process always,
 // linux_sandbox where this host has it (else skipped with the reason).
-func backends(t *testing.T) []string { return []string{"local_process", "linux_sandbox"} }
+func backends() []string { return []string{"local_process", "linux_sandbox"} }
 
 // newFixture builds the service on kind; edit changes its config.
 func newFixture(t *testing.T, kind string, edit func(*session.Config)) *fixture {

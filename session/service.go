@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -162,6 +163,9 @@ type Filter struct {
 
 // List returns the sandboxes f selects, oldest first.
 func (s *Service) List(f Filter) ([]Record, error) {
+	if f.State != "" && !slices.Contains(States, f.State) {
+		return nil, job.Errorf(job.CodeInvalidRequest, "state %q is not a sandbox state", f.State).With("field", "state").With("states", States)
+	}
 	ids, err := s.cfg.Records.List()
 	if err != nil {
 		return nil, err

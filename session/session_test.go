@@ -13,7 +13,7 @@ import (
 // the first writes is read by the second, each is a run of its own
 // recorded with the sandbox's id, and the record counts them.
 func TestExecKeepsState(t *testing.T) {
-	for _, kind := range backends(t) {
+	for _, kind := range backends() {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t, kind, nil)
 			rec := f.create(t, session.CreateRequest{Metadata: map[string]string{"owner": "t"}})
@@ -50,7 +50,7 @@ func TestExecKeepsState(t *testing.T) {
 // service and by an exec; paths leaving the workspace and symlinks are
 // validation.path_escape; a missing file job.not_found.
 func TestFiles(t *testing.T) {
-	for _, kind := range backends(t) {
+	for _, kind := range backends() {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t, kind, nil)
 			id := f.create(t, session.CreateRequest{}).ID
@@ -78,7 +78,7 @@ func TestFiles(t *testing.T) {
 // TestPauseResume: a paused sandbox answers execs and writes
 // session.not_running and still reads; resumed, it runs again.
 func TestPauseResume(t *testing.T) {
-	for _, kind := range backends(t) {
+	for _, kind := range backends() {
 		t.Run(kind, func(t *testing.T) {
 			f := newFixture(t, kind, nil)
 			id := f.create(t, session.CreateRequest{}).ID

@@ -257,6 +257,8 @@ func serve(o serveOptions) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "server failed")
 	}
 	<-poolDone
+	// Kept sandboxes end with the server that holds them.
+	sessions.Close()
 	if sig.Forced() {
 		return forcedError()
 	}

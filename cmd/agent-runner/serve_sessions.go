@@ -31,9 +31,9 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 // <store-dir>/sessions/<id>/, on --default-backend unless a create names
 // another enabled one, their workspaces copied from under
 // --workspace-root, their state changes on serve's event bus. The reaper
-// ends expired sandboxes every second until ctx ends; then every live
-// sandbox is deleted. It returns the service, whose retention serve runs
-// with the others.
+// ends expired sandboxes every second until ctx ends. It returns the
+// service: serve runs its retention with the others, and Closes it once
+// it stopped serving (every live sandbox is deleted, recorded failed).
 func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.Service, error) {
 	recs, err := store.OpenRecords(filepath.Join(d.StoreDir, store.Sessions.Dir), store.Sessions)
 	if err != nil {
@@ -48,10 +48,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		s.ReapEvery(ctx, time.Second)
-		s.Close()
-	}()
+	go s.ReapEvery(ctx, time.Second)
 	sessionapi.Routes(d.Mux, s, d.Auth)
 	return s, nil
 }
