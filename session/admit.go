@@ -42,7 +42,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, error) {
 	if req.Network != nil && len(req.Network.AllowedHosts) > 0 {
 		return Record{}, spec, job.Errorf(job.CodeNetworkDenied, "network.allowed_hosts needs network \"allowlist\", which sessions do not offer yet").With("field", "network.allowed_hosts")
 	}
-	if err := sessionPolicy(req.Policy); err != nil {
+	if err := CheckPolicy(req.Policy); err != nil {
 		return Record{}, spec, err
 	}
 	timeout := req.TimeoutS
@@ -92,12 +92,13 @@ func (s *Service) limits(l Limits) (job.Limits, error) {
 	return job.Limits{MemoryMB: lim.MemoryMB, CPUCount: lim.CPUCount, MaxProcesses: lim.MaxProcesses, TmpMB: lim.TmpMB}, nil
 }
 
-// sessionPolicy refuses a sandbox policy the run service cannot hold at
-// every exec of a shared sandbox: only allowed_commands, allowed_env and
+// CheckPolicy refuses a sandbox policy (a create's, or the operator's
+// session policy) the run service cannot hold at every exec of a shared
+// sandbox: only allowed_commands, allowed_env and
 // allow_shell (true) are taken. allow_shell false and exec_scope
 // every_process confine every process of a sandbox, which a kept
 // sandbox does not offer yet (runner.Step).
-func sessionPolicy(p *job.Policy) error {
+func CheckPolicy(p *job.Policy) error {
 	if p == nil {
 		return nil
 	}

@@ -114,6 +114,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if err := CheckPolicy(cfg.Policy); err != nil {
+		return nil, err
+	}
 	s := &Service{cfg: cfg, live: map[string]*handle{}}
 	ids, err := cfg.Records.List()
 	if err != nil {

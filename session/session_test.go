@@ -125,3 +125,22 @@ func TestPolicyDenialRecorded(t *testing.T) {
 		t.Errorf("exec cat = %s %+v; want completed", ok.Status, ok.Error)
 	}
 }
+
+// TestOperatorPolicy: a sandbox without a policy of its own runs under
+// the operator's session policy; one with its own, under its own.
+func TestOperatorPolicy(t *testing.T) {
+	op := &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}, AllowShell: true}
+	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Policy = op })
+	plain := f.create(t, session.CreateRequest{}).ID
+	if res := f.exec(t, plain, "ls"); res.Status != job.StatusPolicyDenied {
+		t.Errorf("ls under the operator's policy = %s %+v, want policy_denied", res.Status, res.Error)
+	}
+	own := f.create(t, session.CreateRequest{Policy: &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "ls"}}, AllowShell: true}}).ID
+	if res := f.exec(t, own, "ls"); res.Status != job.StatusCompleted {
+		t.Errorf("ls under the sandbox's own policy = %s %+v, want completed", res.Status, res.Error)
+	}
+	bad := f.cfg
+	bad.Policy = &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}}
+	_, err := session.New(bad)
+	wantCode(t, "New with an operator policy without the shell", err, job.CodeInvalidRequest)
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agent-runner/agent-runner/door/sessionapi"
+	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
 )
@@ -17,6 +18,7 @@ type sessionFlags struct {
 	defaultTimeout, maxTimeout time.Duration
 	max                        int
 	maxFileBytes               int64
+	policyFile                 string
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -24,6 +26,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxTimeout, "sandbox-max-timeout", session.DefaultMaxTimeout, "the most timeout_s a kept sandbox may set")
 	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once; beyond it a create answers 429 session.limit_reached")
 	fs.Int64Var(&f.maxFileBytes, "sandbox-max-file-bytes", session.DefaultMaxFileBytes, "most bytes one sandbox file read or write may carry")
+	fs.StringVar(&f.policyFile, "sandbox-policy", "", "the policy of every exec in a kept sandbox created without one (a job policy in JSON or YAML: allowed_commands, allowed_env, allow_shell true; see docs/sessions.md); default: any program inside the sandbox's view")
 }
 
 // mountSessions mounts the sessions API at /v1/sandboxes (docs/sessions.md):
@@ -39,11 +42,17 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 	if err != nil {
 		return nil, err
 	}
+	var pol *job.Policy
+	if f.policyFile != "" {
+		if pol, err = loadSandboxPolicy(f.policyFile); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	s, err := session.New(session.Config{
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
-		Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
+		Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
 	})
 	if err != nil {
 		return nil, err
