@@ -3,6 +3,7 @@ package session
 import (
 	"time"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
@@ -10,14 +11,14 @@ import (
 )
 
 // admit checks req against the operator's settings and returns the
-// sandbox's first record (starting) and the spec to open it with (its
-// workspace still to set).
-func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, error) {
+// sandbox's first record (starting), the spec to open it with (its
+// workspace and egress bridge still to set) and an allowlist's rules.
+func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress.Rule, error) {
 	var spec runner.SandboxSpec
 	if req.ID == "" {
 		req.ID = newID()
 	} else if !store.ValidID(req.ID) {
-		return Record{}, spec, job.Errorf(job.CodeInvalidRequest, "id %q is not a valid id (^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)", req.ID).With("field", "id")
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "id %q is not a valid id (^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)", req.ID).With("field", "id")
 	}
 	kind := validation.NormalizeKind(req.Backend)
 	if kind == "" {
@@ -25,43 +26,39 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, error) {
 	}
 	b, ok := s.cfg.Backends[kind]
 	if !ok {
-		return Record{}, spec, job.Errorf(job.CodeInvalidRequest, "backend %q is not enabled on this server", kind).With("field", "backend").With("enabled", s.cfg.Backends.Kinds())
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q is not enabled on this server", kind).With("field", "backend").With("enabled", s.cfg.Backends.Kinds())
 	}
 	if !b.Capabilities().Isolating && !s.cfg.UnsafeLocalProcess {
-		return Record{}, spec, job.Errorf(job.CodeInvalidRequest, "backend %q does not isolate; the operator must pass --unsafe-local-process", kind).With("field", "backend")
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q does not isolate; the operator must pass --unsafe-local-process", kind).With("field", "backend")
 	}
 	limits, err := s.limits(req.Limits)
 	if err != nil {
-		return Record{}, spec, err
+		return Record{}, spec, nil, err
 	}
-	network := Network{Mode: job.NetworkDisabled}
-	if req.Network != nil && req.Network.Mode != "" && req.Network.Mode != job.NetworkDisabled {
-		return Record{}, spec, job.Errorf(job.CodeNetworkDenied, "sessions offer network \"disabled\" only (allowlist through the egress gateway is not built for sessions yet)").
-			With("field", "network.mode").With("mode", req.Network.Mode)
-	}
-	if req.Network != nil && len(req.Network.AllowedHosts) > 0 {
-		return Record{}, spec, job.Errorf(job.CodeNetworkDenied, "network.allowed_hosts needs network \"allowlist\", which sessions do not offer yet").With("field", "network.allowed_hosts")
+	network, rules, err := s.network(req.Network)
+	if err != nil {
+		return Record{}, spec, nil, err
 	}
 	if err := CheckPolicy(req.Policy); err != nil {
-		return Record{}, spec, err
+		return Record{}, spec, nil, err
 	}
 	timeout := req.TimeoutS
 	switch {
 	case timeout < 0:
-		return Record{}, spec, job.Errorf(job.CodeInvalidRequest, "timeout_s must be positive").With("field", "timeout_s")
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "timeout_s must be positive").With("field", "timeout_s")
 	case timeout == 0:
 		timeout = int64(s.cfg.DefaultTimeout / time.Second)
 	case timeout > int64(s.cfg.MaxTimeout/time.Second):
-		return Record{}, spec, job.Errorf(job.CodeLimitExceeded, "timeout_s exceeds the server maximum").With("field", "timeout_s").With("max", int64(s.cfg.MaxTimeout/time.Second)).With("value", timeout)
+		return Record{}, spec, nil, job.Errorf(job.CodeLimitExceeded, "timeout_s exceeds the server maximum").With("field", "timeout_s").With("max", int64(s.cfg.MaxTimeout/time.Second)).With("value", timeout)
 	}
 	var ws Workspace
 	if req.Workspace != nil && req.Workspace.Path != "" {
 		if s.cfg.Roots == nil {
-			return Record{}, spec, job.Errorf(job.CodePathEscape, "this server takes no workspace.path").With("field", "workspace.path")
+			return Record{}, spec, nil, job.Errorf(job.CodePathEscape, "this server takes no workspace.path").With("field", "workspace.path")
 		}
 		real, err := s.cfg.Roots.Check(req.Workspace.Path)
 		if err != nil {
-			return Record{}, spec, err
+			return Record{}, spec, nil, err
 		}
 		ws.Path = real
 	}
@@ -72,8 +69,8 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, error) {
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
 		Policy: req.Policy, Metadata: req.Metadata,
 	}
-	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: job.NetworkDisabled, Limits: limits}
-	return rec, spec, nil
+	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits}
+	return rec, spec, rules, nil
 }
 
 // limits holds a sandbox's limits to the operator's maxima and fills

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/snapshot"
@@ -35,7 +36,7 @@ type CreateRequest struct {
 // this call created it. A sandbox that cannot be built is recorded
 // failed, with the error returned.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, error) {
-	rec, spec, err := s.admit(req)
+	rec, spec, rules, err := s.admit(req)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -71,8 +72,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return got, false, err
 	}
 	s.publish(rec)
-	spec.Workspace = filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
-	sb, err := s.open(ctx, rec, spec)
+	h, err := s.start(ctx, rec, spec, rules)
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {
@@ -82,14 +82,36 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
+	h.rec = rec
 	s.mu.Lock()
-	s.live[rec.ID] = &handle{rec: rec, sb: sb}
+	s.live[rec.ID] = h
 	s.mu.Unlock()
 	if err := s.save(rec); err != nil {
 		s.end(s.handle(rec.ID), StateFailed, job.AsError(err))
 		return Record{}, false, err
 	}
 	return rec, true, nil
+}
+
+// start builds sandbox rec: its egress bridge (an allowlist's), its
+// workspace and the run service's sandbox. On an error nothing of it is
+// left running.
+func (s *Service) start(ctx context.Context, rec Record, spec runner.SandboxSpec, rules []egress.Rule) (*handle, error) {
+	spec.Workspace = filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
+	stop := func() {}
+	if rules != nil {
+		bridge, closeBridge, err := s.openEgress(rec.ID, rules)
+		if err != nil {
+			return nil, err
+		}
+		spec.Egress, stop = bridge, closeBridge
+	}
+	sb, err := s.open(ctx, rec, spec)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &handle{sb: sb, stop: stop}, nil
 }
 
 // open fills the sandbox's workspace (a copy of workspace.path, else

@@ -39,8 +39,9 @@ type Limits struct {
 	TmpMB        int64 `json:"tmp_mb,omitempty"`
 }
 
-// Network is a sandbox's network: mode "disabled" (the default) is the
-// only one sessions offer yet.
+// Network is a sandbox's network: mode "disabled" (the default),
+// "allowlist" (through the operator's egress gateway, to AllowedHosts)
+// or "host" (where the operator allows it).
 type Network struct {
 	Mode         string   `json:"mode,omitempty"`
 	AllowedHosts []string `json:"allowed_hosts,omitempty"`

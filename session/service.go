@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/store"
@@ -34,6 +35,13 @@ type Config struct {
 	Backends           backend.Set
 	DefaultBackend     string
 	UnsafeLocalProcess bool
+	// Egress is the operator's egress gateway and ceiling (serve's
+	// --egress-allow): a sandbox with network allowlist gets a bridge to
+	// the gateway with its allowed_hosts, which must lie within the
+	// ceiling; nil refuses allowlist. AllowHostNetwork lets a sandbox
+	// use network host (--allow-host-network).
+	Egress           *egress.Operator
+	AllowHostNetwork bool
 	// Roots hold a workspace.path (serve's --workspace-root); nil
 	// refuses one.
 	Roots *workspaceroot.Roots
@@ -78,12 +86,14 @@ type Service struct {
 	starting int
 }
 
-// handle is one live sandbox: its record (guarded by mu) and the run
-// service's sandbox.
+// handle is one live sandbox: its record (guarded by mu), the run
+// service's sandbox and its egress bridge.
 type handle struct {
 	mu  sync.Mutex
 	rec Record
 	sb  *runner.Sandbox
+	// stop closes what the sandbox holds beside it (its egress bridge).
+	stop func()
 }
 
 // New builds the service over cfg.Records and ends the records of
@@ -260,6 +270,7 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	if err := h.sb.Close(); err != nil {
 		s.cfg.Logger.Warn("cannot delete a sandbox", "id", h.rec.ID, "error", err)
 	}
+	h.stop()
 	ended(&h.rec, st, s.now(), cause)
 	if err := s.save(h.rec); err != nil {
 		s.cfg.Logger.Warn("cannot record a sandbox's end", "id", h.rec.ID, "error", err)

@@ -52,6 +52,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
+		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
 		Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
 	})
 	if err != nil {
