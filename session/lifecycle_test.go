@@ -141,3 +141,27 @@ func TestSandboxesApart(t *testing.T) {
 		t.Errorf("a's own cat = %s %q %+v", res.Status, res.Stdout, res.Error)
 	}
 }
+
+// TestRetain: the store's retention removes an ended sandbox's record
+// once session.Retention has passed, never a live one's.
+func TestRetain(t *testing.T) {
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Now = c.now; cfg.MaxTimeout = 365 * 24 * time.Hour })
+	live := f.create(t, session.CreateRequest{ID: "live", TimeoutS: 100 * 24 * 3600}).ID
+	gone := f.create(t, session.CreateRequest{ID: "gone"}).ID
+	if _, err := f.s.Delete(gone); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.s.Retain(c.t.Add(session.Retention - time.Minute)); err != nil || len(got) != 0 {
+		t.Fatalf("Retain before the retention = %v, %v; want none", got, err)
+	}
+	got, err := f.s.Retain(c.t.Add(session.Retention + time.Minute))
+	if err != nil || len(got) != 1 || got[0] != gone {
+		t.Fatalf("Retain after the retention = %v, %v; want [%s]", got, err, gone)
+	}
+	if _, err := f.s.Get(live); err != nil {
+		t.Errorf("the live sandbox's record is gone: %v", err)
+	}
+	_, err = f.s.Get(gone)
+	wantCode(t, "Get of a retained sandbox", err, job.CodeJobNotFound)
+}
