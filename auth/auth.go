@@ -1,6 +1,6 @@
 // Package auth checks bearer tokens against a token file that stores only
 // their SHA-256 hashes, each with a set of scopes (submit, read, cancel,
-// admin). Every HTTP door of agent-runner (jobs API, task API, MCP) goes
+// admin, sessions). Every HTTP door of agent-runner (jobs API, task API, MCP) goes
 // through the same Tokens.
 package auth
 
@@ -23,10 +23,13 @@ const (
 	ScopeRead   = "read"
 	ScopeCancel = "cancel"
 	ScopeAdmin  = "admin"
+	// ScopeSessions grants every /v1/sandboxes route: creating, using
+	// and deleting kept sandboxes (docs/sessions.md).
+	ScopeSessions = "sessions"
 )
 
 // Scopes lists every valid scope.
-var Scopes = []string{ScopeSubmit, ScopeRead, ScopeCancel, ScopeAdmin}
+var Scopes = []string{ScopeSubmit, ScopeRead, ScopeCancel, ScopeAdmin, ScopeSessions}
 
 // Tokens maps sha256(token) to the scopes it grants. Tokens themselves
 // are never stored. A nil *Tokens allows everything (a loopback server

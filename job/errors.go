@@ -50,6 +50,13 @@ const (
 	CodeInternal             Code = "internal.error"
 	// CodeToolDenied: an agent asked for a tool its manifest does not grant.
 	CodeToolDenied Code = "policy.tool_denied"
+	// CodeSessionNotRunning: a sandbox call needs a running sandbox (an
+	// exec, a file write, a pause) and the sandbox is paused or has
+	// ended (stopped, failed, expired); details.state says which (409).
+	CodeSessionNotRunning Code = "session.not_running"
+	// CodeSessionLimit: the operator's cap on live sandboxes
+	// (--max-sandboxes) is reached (429).
+	CodeSessionLimit Code = "session.limit_reached"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

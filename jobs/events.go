@@ -218,9 +218,9 @@ func (s *Service) FollowAll(ctx context.Context, after uint64, send func(Event) 
 
 // feedTypes are the types of other kinds' events FollowAll carries: each
 // kind's state changes, as their producers name them (an agent task's
-// "task_state", a capability run's "agent_run"); their output stays on
-// their own streams.
-var feedTypes = []string{"task_state", "agent_run"}
+// "task_state", a capability run's "agent_run", a kept sandbox's
+// "session_state"); their output stays on their own streams.
+var feedTypes = []string{"task_state", "agent_run", "session_state"}
 
 // inFeed reports whether FollowAll carries env: a job's status event, or
 // another kind's state change.

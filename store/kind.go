@@ -29,6 +29,8 @@ var (
 	Jobs           = Kind{Name: "job", Dir: "runs", IDField: "job_id", requestDigest: jobRequestDigest}
 	Tasks          = Kind{Name: "task", Dir: "tasks", IDField: "task_id"}
 	CapabilityRuns = Kind{Name: "agent_run", Dir: "agent-runs", IDField: "run_id"}
+	// Sessions are kept sandboxes (package session), one record each.
+	Sessions = Kind{Name: "session", Dir: "sessions", IDField: "id"}
 )
 
 // DigestFile holds, in the record of every kind but jobs, the digest of

@@ -180,7 +180,7 @@ func serve(o serveOptions) error {
 	}
 	// The doors beside POST /v1/jobs, each mounted by a function of its
 	// own file (serve_agents.go, serve_mcp.go, serve_tasks.go,
-	// serve_ui.go) before serve listens; ctx ends when it shuts down.
+	// serve_sessions.go, serve_ui.go) before serve listens; ctx ends when it shuts down.
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
 		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
@@ -193,6 +193,10 @@ func serve(o serveOptions) error {
 	}
 	mountMCP(d, o.mcpAllowShell, tokens)
 	tasks, err := mountTasks(ctx, d, o.tasks, remote.Limits{MaxBytes: o.recordMaxBytes})
+	if err != nil {
+		return err
+	}
+	sessions, err := mountSessions(ctx, d, o.sessions)
 	if err != nil {
 		return err
 	}
@@ -232,7 +236,8 @@ func serve(o serveOptions) error {
 	go retainEvery(ctx, time.Hour, log,
 		retention{"job", func(now time.Time) ([]string, error) { return r.Retain(now, runner.DefaultRetention) }},
 		retention{"task", func(now time.Time) ([]string, error) { return tasks.Retain(now), nil }},
-		retention{"agent_run", agentRuns.Retain})
+		retention{"agent_run", agentRuns.Retain},
+		retention{"session", sessions.Retain})
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -252,6 +257,8 @@ func serve(o serveOptions) error {
 		return job.Wrap(job.CodeRunIOFailed, err, "server failed")
 	}
 	<-poolDone
+	// Kept sandboxes end with the server that holds them.
+	sessions.Close()
 	if sig.Forced() {
 		return forcedError()
 	}

@@ -18,7 +18,8 @@ import (
 //     name an allowed host: 403 auth.forbidden, details.reason "origin".
 //  3. With tokens, a known bearer token (outside publicPaths): 401.
 //  4. A state-changing request with a body or a Content-Type must send
-//     JSON or YAML: 415 validation.unsupported_media_type.
+//     JSON or YAML (a sandbox file upload may send
+//     application/octet-stream): 415 validation.unsupported_media_type.
 //
 // Refusals of 1 to 3 close the connection.
 func (s *Server) guard(next http.Handler) http.Handler {
@@ -67,7 +68,7 @@ func checkContentType(r *http.Request) error {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (bodyTypes[mt] || strings.HasSuffix(mt, "+json")) {
+	if err == nil && (bodyTypes[mt] || strings.HasSuffix(mt, "+json") || (mt == rawType && fileUpload(r))) {
 		return nil
 	}
 	msg := "a request body needs Content-Type application/json or application/yaml"
@@ -75,4 +76,17 @@ func checkContentType(r *http.Request) error {
 		msg += ", not " + ct
 	}
 	return job.Errorf(job.CodeUnsupportedMediaType, "%s", msg).With("content_type", ct)
+}
+
+// rawType is the media type of a file upload's raw bytes: not a CORS
+// "simple" type either, so a browser preflights it.
+const rawType = "application/octet-stream"
+
+// fileUpload reports whether r writes a sandbox's file (PUT
+// /v1/sandboxes/{id}/files, door/sessionapi), the one route whose body
+// is raw bytes.
+func fileUpload(r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sandboxes/")
+	id, tail, _ := strings.Cut(rest, "/")
+	return ok && r.Method == http.MethodPut && id != "" && tail == "files"
 }

@@ -18,8 +18,11 @@ import (
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/door/agentapi"
 	"github.com/agent-runner/agent-runner/door/httpapi"
+	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/door/taskapi"
 	"github.com/agent-runner/agent-runner/door/ui"
+	"github.com/agent-runner/agent-runner/session"
+	runstore "github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
 	"github.com/agent-runner/agent-runner/task/taskstore"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -45,6 +48,7 @@ func servedRoutes() []string {
 	}
 	out = append(out, taskapi.Patterns()...)
 	out = append(out, agentapi.Patterns()...)
+	out = append(out, sessionapi.Patterns()...)
 	for _, m := range mcpMethods {
 		out = append(out, m+" /mcp")
 	}
@@ -152,6 +156,15 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentapi.Routes(e.api.Mux(), runs, e.api.Auth)
+	recs, err := runstore.OpenRecords(filepath.Join(t.TempDir(), runstore.Sessions.Dir), runstore.Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions, err := session.New(session.Config{Runner: e.r, Records: recs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionapi.Routes(e.api.Mux(), sessions, e.api.Auth)
 	id := e.submit(e.request([]string{"true"}, "true"))
 	e.wait(id)
 	served, _ := documented(t)

@@ -23,10 +23,12 @@ func Status(c job.Code) int {
 		return http.StatusUnsupportedMediaType
 	case job.CodeJobNotFound:
 		return http.StatusNotFound
-	case job.CodeJobConflict, job.CodeNotTerminal:
+	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning:
 		return http.StatusConflict
 	case job.CodeQueueFull, job.CodeQueueClosed:
 		return http.StatusServiceUnavailable
+	case job.CodeSessionLimit:
+		return http.StatusTooManyRequests
 	case job.CodeUnauthorized:
 		return http.StatusUnauthorized
 	case job.CodeForbidden:

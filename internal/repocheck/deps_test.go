@@ -26,13 +26,15 @@ var domains = []string{
 	"task/manifest", "task/state", "task/stage", "task/agentstep", "task/lifecycle", "task/taskstore",
 	// Capability runs.
 	"agent/manifest", "agent/audit", "agent/gateway", "agent/launch", "agent/loop", "agent/rootfs", "agent/runs",
+	// Sessions (kept sandboxes).
+	"session",
 }
 
 // services are the domain services the doors call.
-var services = []string{"jobs", "task/taskstore", "agent/runs"}
+var services = []string{"jobs", "task/taskstore", "agent/runs", "session"}
 
 // doors are the HTTP doors: each turns requests into calls of a domain.
-var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/mcpserver", "door/ui"}
+var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/sessionapi", "door/mcpserver", "door/ui"}
 
 // knownIssue is the issue whose work removes every known exception below.
 const knownIssue = `"One sandbox primitive under every door"`

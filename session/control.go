@@ -1,0 +1,69 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// Pause freezes running sandbox id's processes (the backend's freezer);
+// a paused one is answered as it is. Execs and file writes answer
+// session.not_running until Resume; file reads still answer. A backend
+// that cannot freeze is backend.unavailable and the sandbox keeps
+// running.
+func (s *Service) Pause(ctx context.Context, id string) (Record, error) {
+	h, err := s.running(id, StateRunning, StatePaused)
+	if err != nil {
+		return Record{}, err
+	}
+	defer h.mu.Unlock()
+	if h.rec.State == StatePaused {
+		return h.rec, nil
+	}
+	if err := h.sb.Pause(ctx); err != nil {
+		return Record{}, err
+	}
+	return s.move(h, StatePaused)
+}
+
+// Resume thaws paused sandbox id; a running one is answered as it is.
+func (s *Service) Resume(ctx context.Context, id string) (Record, error) {
+	h, err := s.running(id, StateRunning, StatePaused)
+	if err != nil {
+		return Record{}, err
+	}
+	defer h.mu.Unlock()
+	if h.rec.State == StateRunning {
+		return h.rec, nil
+	}
+	if err := h.sb.Resume(ctx); err != nil {
+		return Record{}, err
+	}
+	return s.move(h, StateRunning)
+}
+
+// SetTimeout makes live sandbox id expire timeoutS seconds from now
+// (within the operator's maximum).
+func (s *Service) SetTimeout(id string, timeoutS int64) (Record, error) {
+	switch {
+	case timeoutS <= 0:
+		return Record{}, job.Errorf(job.CodeInvalidRequest, "timeout_s must be positive").With("field", "timeout_s")
+	case timeoutS > int64(s.cfg.MaxTimeout/time.Second):
+		return Record{}, job.Errorf(job.CodeLimitExceeded, "timeout_s exceeds the server maximum").With("field", "timeout_s").With("max", int64(s.cfg.MaxTimeout/time.Second)).With("value", timeoutS)
+	}
+	h, err := s.running(id, StateRunning, StatePaused)
+	if err != nil {
+		return Record{}, err
+	}
+	defer h.mu.Unlock()
+	now := s.now()
+	h.rec.TimeoutS, h.rec.ExpiresAt, h.rec.UpdatedAt = timeoutS, expiry(now, timeoutS), now
+	return h.rec, s.save(h.rec)
+}
+
+// move records h (locked) in state st.
+func (s *Service) move(h *handle, st State) (Record, error) {
+	h.rec.State, h.rec.UpdatedAt = st, s.now()
+	return h.rec, s.save(h.rec)
+}

@@ -1,0 +1,176 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agent-runner/agent-runner/egress"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/snapshot"
+	"github.com/agent-runner/agent-runner/store"
+)
+
+// CreateRequest is a sandbox to create (POST /v1/sandboxes).
+type CreateRequest struct {
+	// ID names it; empty mints "sbx_<16 hex>". A repeated create of an
+	// id with the same request answers the sandbox it made; another
+	// request is job.conflict.
+	ID        string            `json:"id,omitempty"`
+	Backend   string            `json:"backend,omitempty"`
+	Workspace *Workspace        `json:"workspace,omitempty"`
+	Limits    Limits            `json:"limits,omitempty"`
+	Policy    *job.Policy       `json:"policy,omitempty"`
+	Network   *Network          `json:"network,omitempty"`
+	TimeoutS  int64             `json:"timeout_s,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+}
+
+// Create creates a sandbox and returns its record (running) and whether
+// this call created it. A sandbox that cannot be built is recorded
+// failed, with the error returned.
+func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, error) {
+	rec, spec, rules, err := s.admit(req)
+	if err != nil {
+		return Record{}, false, err
+	}
+	digest, err := requestDigest(req)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if s.cfg.Records.Exists(rec.ID) {
+		// The id is taken: the same request answers its sandbox,
+		// another is job.conflict (Claim writes nothing here).
+		if _, err := s.cfg.Records.Claim(rec.ID, digest, nil); err != nil {
+			return Record{}, false, err
+		}
+		got, err := s.Get(rec.ID)
+		return got, false, err
+	}
+	if err := s.reserve(); err != nil {
+		return Record{}, false, err
+	}
+	defer s.release()
+	created, err := s.cfg.Records.Claim(rec.ID, digest, func(dir string) error {
+		b, err := json.MarshalIndent(rec, "", "  ")
+		if err != nil {
+			return job.Wrap(job.CodeInternal, err, "cannot encode a session record")
+		}
+		return os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), store.RecordFileMode)
+	})
+	if err != nil {
+		return Record{}, false, err
+	}
+	if !created {
+		got, err := s.Get(rec.ID)
+		return got, false, err
+	}
+	s.publish(rec)
+	h, err := s.start(ctx, rec, spec, rules)
+	if err != nil {
+		ended(&rec, StateFailed, s.now(), job.AsError(err))
+		if werr := s.save(rec); werr != nil {
+			s.cfg.Logger.Warn("cannot record a sandbox's failure", "id", rec.ID, "error", werr)
+		}
+		s.removeWorkspace(rec.ID)
+		return Record{}, false, err
+	}
+	rec.State, rec.UpdatedAt = StateRunning, s.now()
+	h.rec = rec
+	s.mu.Lock()
+	s.live[rec.ID] = h
+	s.mu.Unlock()
+	if err := s.save(rec); err != nil {
+		s.end(s.handle(rec.ID), StateFailed, job.AsError(err))
+		return Record{}, false, err
+	}
+	return rec, true, nil
+}
+
+// start builds sandbox rec: its egress bridge (an allowlist's), its
+// workspace and the run service's sandbox. On an error nothing of it is
+// left running.
+func (s *Service) start(ctx context.Context, rec Record, spec runner.SandboxSpec, rules []egress.Rule) (*handle, error) {
+	spec.Workspace = filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
+	stop := func() {}
+	if rules != nil {
+		bridge, closeBridge, err := s.openEgress(rec.ID, rules)
+		if err != nil {
+			return nil, err
+		}
+		spec.Egress, stop = bridge, closeBridge
+	}
+	sb, err := s.open(ctx, rec, spec)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &handle{sb: sb, stop: stop}, nil
+}
+
+// open fills the sandbox's workspace (a copy of workspace.path, else
+// empty) and opens the sandbox on the run service.
+func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec) (*runner.Sandbox, error) {
+	if src := rec.Workspace.Path; src != "" {
+		if _, err := snapshot.Copy(ctx, src, spec.Workspace, snapshot.Options{}); err != nil {
+			return nil, err
+		}
+	} else if err := os.Mkdir(spec.Workspace, 0o755); err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the sandbox's workspace")
+	}
+	return s.cfg.Runner.OpenSandbox(ctx, spec)
+}
+
+// reserve counts a create against MaxSandboxes: session.limit_reached
+// when live sandboxes and creates in progress fill it.
+func (s *Service) reserve() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.live)+s.starting >= s.cfg.MaxSandboxes {
+		return job.Errorf(job.CodeSessionLimit, "the server keeps at most %d sandboxes; delete one first", s.cfg.MaxSandboxes).With("max", s.cfg.MaxSandboxes)
+	}
+	s.starting++
+	return nil
+}
+
+func (s *Service) release() {
+	s.mu.Lock()
+	s.starting--
+	s.mu.Unlock()
+}
+
+// removeWorkspace removes an ended sandbox's workspace (its record
+// stays until retention).
+func (s *Service) removeWorkspace(id string) {
+	if err := os.RemoveAll(filepath.Join(s.cfg.Records.Path(id), workspaceDir)); err != nil {
+		s.cfg.Logger.Warn("cannot remove an ended sandbox's workspace", "id", id, "error", err)
+	}
+}
+
+// newID mints a sandbox id.
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "sbx_" + hex.EncodeToString(b[:])
+}
+
+// requestDigest identifies a create request for its id's claim.
+func requestDigest(req CreateRequest) (string, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return "", job.Wrap(job.CodeInternal, err, "cannot encode a create request")
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// expiry is when a sandbox given timeout at now expires.
+func expiry(now time.Time, timeoutS int64) time.Time {
+	return now.Add(time.Duration(timeoutS) * time.Second)
+}

@@ -1,0 +1,106 @@
+package session
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
+)
+
+// Close deletes every live sandbox of this process (serve is stopping):
+// each is recorded failed with run.interrupted, as after a crash.
+func (s *Service) Close() {
+	for _, h := range s.handles() {
+		s.end(h, StateFailed, job.Errorf(job.CodeRunInterrupted, "the server stopped"))
+	}
+}
+
+// end deletes h's sandbox and records it ended in st (unless it already
+// ended). It reports whether this call ended it.
+func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.rec.State.Live() {
+		return h.rec, false
+	}
+	if err := h.sb.Close(); err != nil {
+		s.cfg.Logger.Warn("cannot delete a sandbox", "id", h.rec.ID, "error", err)
+	}
+	h.stop()
+	ended(&h.rec, st, s.now(), cause)
+	if err := s.save(h.rec); err != nil {
+		s.cfg.Logger.Warn("cannot record a sandbox's end", "id", h.rec.ID, "error", err)
+	}
+	s.mu.Lock()
+	delete(s.live, h.rec.ID)
+	s.mu.Unlock()
+	s.removeWorkspace(h.rec.ID)
+	return h.rec, true
+}
+
+// Delete deletes sandbox id (its processes are killed, its workspace
+// removed) and records it stopped; an ended sandbox is answered as it
+// is.
+func (s *Service) Delete(id string) (Record, error) {
+	h := s.handle(id)
+	if h == nil {
+		return read(s.cfg.Records, id)
+	}
+	rec, _ := s.end(h, StateStopped, nil)
+	return rec, nil
+}
+
+// Reap ends, expired, every live sandbox whose expiry is not after now,
+// and returns their ids.
+func (s *Service) Reap(now time.Time) []string {
+	var ids []string
+	for _, h := range s.handles() {
+		h.mu.Lock()
+		due := !h.rec.ExpiresAt.After(now)
+		h.mu.Unlock()
+		if !due {
+			continue
+		}
+		if rec, ok := s.end(h, StateExpired, nil); ok {
+			ids = append(ids, rec.ID)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// ReapEvery calls Reap every interval until ctx ends.
+func (s *Service) ReapEvery(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if ids := s.Reap(s.now()); len(ids) > 0 {
+				s.cfg.Logger.Info("sandboxes expired", "ids", ids)
+			}
+		}
+	}
+}
+
+// Retention is how long an ended sandbox's record is kept.
+const Retention = 7 * 24 * time.Hour
+
+// Retain removes the records of sandboxes ended more than Retention ago
+// (the store's one retention) and returns their ids.
+func (s *Service) Retain(now time.Time) ([]string, error) {
+	return s.cfg.Records.Retain(now, store.Expiry{
+		Ended: func(id string) (store.Ending, error) {
+			rec, err := read(s.cfg.Records, id)
+			if err != nil || rec.EndedAt == nil {
+				return store.Ending{}, err
+			}
+			return store.Ending{Terminal: !rec.State.Live(), At: *rec.EndedAt, Keep: Retention}, nil
+		},
+		Busy: func(id string) bool { return s.handle(id) != nil },
+	})
+}

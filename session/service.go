@@ -1,0 +1,251 @@
+package session
+
+import (
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agent-runner/agent-runner/backend"
+	"github.com/agent-runner/agent-runner/egress"
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/workspaceroot"
+)
+
+// Publisher puts an event on the bus (queue.Queue.Publish); sessions
+// publish kind EventKind.
+type Publisher interface {
+	Publish(kind, id, typ string, payload any) error
+}
+
+// Config is what the service is built from; cmd/agent-runner's serve
+// fills it from its flags.
+type Config struct {
+	// Runner is the run service the sandboxes and their execs run on;
+	// Records the store's sessions (store.Sessions).
+	Runner  *runner.Runner
+	Records *store.Records
+	// Backends are the kinds a sandbox may name; DefaultBackend the one
+	// it gets when it names none. A backend that is not isolating is
+	// refused unless UnsafeLocalProcess.
+	Backends           backend.Set
+	DefaultBackend     string
+	UnsafeLocalProcess bool
+	// Egress is the operator's egress gateway and ceiling (serve's
+	// --egress-allow): a sandbox with network allowlist gets a bridge to
+	// the gateway with its allowed_hosts, which must lie within the
+	// ceiling; nil refuses allowlist. AllowHostNetwork lets a sandbox
+	// use network host (--allow-host-network).
+	Egress           *egress.Operator
+	AllowHostNetwork bool
+	// Roots hold a workspace.path (serve's --workspace-root); nil
+	// refuses one.
+	Roots *workspaceroot.Roots
+	// Max are the maxima of a sandbox's limits (zero fields:
+	// validation.DefaultMax); Defaults fill what a request leaves out
+	// (zero: validation.DefaultLimits).
+	Max, Defaults job.Limits
+	// DefaultTimeout is a sandbox's timeout_s when it sets none (default
+	// 10 minutes), MaxTimeout the most it may set (default 24 hours).
+	DefaultTimeout, MaxTimeout time.Duration
+	// MaxSandboxes caps the live sandboxes (default 16).
+	MaxSandboxes int
+	// MaxFileBytes caps one file read or write (default 16 MiB).
+	MaxFileBytes int64
+	// Policy is the operator's session policy: what an exec in a
+	// sandbox without a policy of its own runs under. Nil: any program
+	// inside the sandbox's view, with the shell and the exec's env.
+	Policy *job.Policy
+	// Events, when set, gets every state change (EventKind).
+	Events  Publisher
+	Logger  *slog.Logger
+	Durable bool
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Defaults of Config's zero fields.
+const (
+	DefaultTimeout      = 10 * time.Minute
+	DefaultMaxTimeout   = 24 * time.Hour
+	DefaultMaxSandboxes = 16
+	DefaultMaxFileBytes = 16 << 20
+)
+
+// Service keeps sandboxes. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	mu  sync.Mutex
+	// live are the sandboxes of this process, by id; starting counts
+	// the creates in progress (held to MaxSandboxes with them).
+	live     map[string]*handle
+	starting int
+}
+
+// handle is one live sandbox: its record (guarded by mu), the run
+// service's sandbox and its egress bridge.
+type handle struct {
+	mu  sync.Mutex
+	rec Record
+	sb  *runner.Sandbox
+	// stop closes what the sandbox holds beside it (its egress bridge).
+	stop func()
+}
+
+// New builds the service over cfg.Records and ends the records of
+// sandboxes that were live when the last process stopped: their
+// processes died with it, so each is failed with run.interrupted.
+func New(cfg Config) (*Service, error) {
+	if cfg.Runner == nil || cfg.Records == nil {
+		return nil, job.Errorf(job.CodeInvalidRequest, "sessions need the run service and their records")
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = DefaultTimeout
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.DefaultTimeout > cfg.MaxTimeout {
+		cfg.DefaultTimeout = cfg.MaxTimeout
+	}
+	if cfg.MaxSandboxes <= 0 {
+		cfg.MaxSandboxes = DefaultMaxSandboxes
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := CheckPolicy(cfg.Policy); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, live: map[string]*handle{}}
+	ids, err := cfg.Records.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		rec, err := read(cfg.Records, id)
+		if err != nil || !rec.State.Live() {
+			continue
+		}
+		ended(&rec, StateFailed, s.now(), job.Errorf(job.CodeRunInterrupted, "the sandbox's processes ended with the server that ran them"))
+		if err := s.save(rec); err != nil {
+			return nil, err
+		}
+		s.removeWorkspace(id)
+	}
+	return s, nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// save writes rec and publishes its state.
+func (s *Service) save(rec Record) error {
+	if err := write(s.cfg.Records, rec, s.cfg.Durable); err != nil {
+		return err
+	}
+	s.publish(rec)
+	return nil
+}
+
+// Get returns sandbox id's record: job.not_found when there is none.
+func (s *Service) Get(id string) (Record, error) {
+	if h := s.handle(id); h != nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.rec, nil
+	}
+	return read(s.cfg.Records, id)
+}
+
+// Filter selects sandboxes in List: a State (empty: any) and Metadata
+// every selected sandbox carries.
+type Filter struct {
+	State    State
+	Metadata map[string]string
+}
+
+// List returns the sandboxes f selects, oldest first.
+func (s *Service) List(f Filter) ([]Record, error) {
+	if f.State != "" && !slices.Contains(States, f.State) {
+		return nil, job.Errorf(job.CodeInvalidRequest, "state %q is not a sandbox state", f.State).With("field", "state").With("states", States)
+	}
+	ids, err := s.cfg.Records.List()
+	if err != nil {
+		return nil, err
+	}
+	out := []Record{}
+	for _, id := range ids {
+		rec, err := s.Get(id)
+		if err != nil || (f.State != "" && rec.State != f.State) {
+			continue
+		}
+		match := true
+		for k, v := range f.Metadata {
+			if got, ok := rec.Metadata[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, rec)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out, nil
+}
+
+// handle is live sandbox id's handle, or nil.
+func (s *Service) handle(id string) *handle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// handles are the live sandboxes' handles. The service's lock is never
+// taken while a handle's is held but in end, so callers lock a handle
+// only after handles returns.
+func (s *Service) handles() []*handle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs := make([]*handle, 0, len(s.live))
+	for _, h := range s.live {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// running returns sandbox id's handle, locked, when its state is one of
+// ok: job.not_found for an unknown id, session.not_running for one in
+// another state (details.state).
+func (s *Service) running(id string, ok ...State) (*handle, error) {
+	h := s.handle(id)
+	if h == nil {
+		rec, err := read(s.cfg.Records, id)
+		if err != nil {
+			return nil, err
+		}
+		return nil, notRunning(rec)
+	}
+	h.mu.Lock()
+	for _, st := range ok {
+		if h.rec.State == st {
+			return h, nil
+		}
+	}
+	rec := h.rec
+	h.mu.Unlock()
+	return nil, notRunning(rec)
+}
+
+// notRunning is session.not_running for rec.
+func notRunning(rec Record) error {
+	return job.Errorf(job.CodeSessionNotRunning, "sandbox %s is %s", rec.ID, rec.State).With("id", rec.ID).With("state", string(rec.State))
+}
