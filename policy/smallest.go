@@ -54,4 +54,3 @@ func Smallest(argv []string, env []string, b backend.Backend) job.Policy {
 	}
 	return p
 }
-
