@@ -22,7 +22,7 @@ func TestLoadSandboxPolicy(t *testing.T) {
 	}{
 		{"allowed_commands: [cat, sh]\nallow_shell: true\n", &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}, {Basename: "sh"}}, AllowShell: true}, ""},
 		{`{"allowed_commands": ["cat"], "allow_shell": true, "allowed_env": ["FOO"]}`, &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}, AllowShell: true, AllowedEnv: []string{"FOO"}}, ""},
-		{"allowed_commands: [cat]\n", nil, "allow_shell"},
+		{"allowed_commands: [cat]\n", &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}}, ""},
 		{"allowed_commands: [cat]\nallow_shell: true\nexec_scope: every_process\n", nil, "exec_scope"},
 		{"allow_shell: true\nnetwork: host\n", nil, "network"},
 		{"allow_shell: true\nimage: x\n", nil, "not a job policy"},
