@@ -22,12 +22,15 @@ func workspace(dir string) (string, error) {
 	return ws, os.WriteFile(filepath.Join(ws, "README"), []byte("tiny\n"), 0o644)
 }
 
-// jobBody is a request to run /bin/true in ws on backend kind.
-func jobBody(ws, kind string) []byte {
+// jobBody is a request to run /bin/true in ws on backend kind; with
+// allowShell its policy allows the shell, so linux_sandbox builds no shell
+// denial (Landlock rules around the view's shells, the exec recorder) and
+// the difference prices it.
+func jobBody(ws, kind string, allowShell bool) []byte {
 	body, _ := json.Marshal(map[string]any{
 		"workspace": map[string]any{"path": ws},
 		"command":   map[string]any{"argv": []string{"/bin/true"}},
-		"policy":    map[string]any{"allowed_commands": []string{"true"}},
+		"policy":    map[string]any{"allowed_commands": []string{"true"}, "allow_shell": allowShell},
 		"backend":   map[string]any{"kind": kind},
 	})
 	return body
@@ -69,7 +72,7 @@ func (b *bench) jobMode(kind string) error {
 		return err
 	}
 	defer s.stop()
-	body := jobBody(b.ws, kind)
+	body := jobBody(b.ws, kind, b.AllowShell)
 	fmt.Fprintf(b.Out, "== %s: /bin/true jobs, serve %v, %d jobs per level\n", kind, args, b.Jobs)
 	if err := b.runJob(s.client, body, kind); err != nil { // warm-up, not counted
 		return err

@@ -52,6 +52,7 @@ type config struct {
 	StoreBase    string // parent of the temporary directory ("" = $TMPDIR)
 	ServerArgs   []string
 	Bin          string        // a built agent-runner to measure ("" = build this tree)
+	AllowShell   bool          // the jobs' policy allows the shell (no shell denial)
 	Timeout      time.Duration // longest submit-to-terminal before the run fails
 	IdleConns    int           // idle HTTP connections kept per server
 	Out          io.Writer
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&c.StoreBase, "store", "", "base directory for stores (default: a temp dir)")
 	flag.IntVar(&c.IdleConns, "idle-conns", 2, "idle HTTP connections the client keeps per server (2 is net/http's default, with which the issue's figures were measured)")
 	flag.DurationVar(&c.Timeout, "timeout", 2*time.Minute, "longest submit-to-terminal of one job or task before the run fails")
+	flag.BoolVar(&c.AllowShell, "allow-shell", false, "jobs allow the shell (policy.allow_shell), so linux_sandbox builds no shell denial: run with and without to price it")
 	flag.StringVar(&c.Bin, "bin", "", "agent-runner binary to measure (default: build ./cmd/agent-runner)")
 	flag.StringVar(&serverArgs, "server-args", "", "extra serve flags of the job modes, space separated (e.g. --durable)")
 	flag.Parse()

@@ -39,7 +39,7 @@ func (b *bench) remoteMode(kind string) error {
 	}
 	defer w.stop()
 
-	body := jobBody(b.ws, kind)
+	body := jobBody(b.ws, kind, b.AllowShell)
 	fmt.Fprintf(b.Out, "== remote (%s): /bin/true jobs, %d per level in %d alternating rounds\n", kind, b.Jobs, b.Rounds)
 	fmt.Fprintf(b.Out, "own workers:   serve %v\n", localArgs)
 	fmt.Fprintf(b.Out, "remote worker: serve %v\n               worker --nats nats://%s %v (same store)\n", apiArgs, natsAddr, workerArgs)
