@@ -48,6 +48,7 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/processes/{pid}/signal", serveSignal},
 	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", serveResize},
 	{"GET /v1/sandboxes/{id}/processes/{pid}/events", serveProcessEvents},
+	{"GET /v1/sandboxes/{id}/processes/{pid}/ws", serveProcessSocket},
 }
 
 // Routes registers the sessions routes over s on mux, each wrapped with
