@@ -130,10 +130,15 @@ func (s *Service) finish(h *handle, pc *proc, res job.Result, err error) {
 	}
 }
 
-// process is live sandbox id's process pid: job.not_found when there is
-// none, session.not_running when the sandbox ended.
-func (s *Service) process(id string, pid int) (*proc, error) {
-	h, err := s.running(id, StateRunning, StatePaused, StateStarting)
+// process is process pid of sandbox id when the sandbox is in one of
+// the states ok (none: any live state): job.not_found when there is no
+// such process, session.not_running when the sandbox is in another
+// state.
+func (s *Service) process(id string, pid int, ok ...State) (*proc, error) {
+	if len(ok) == 0 {
+		ok = []State{StateRunning, StatePaused, StateStarting}
+	}
+	h, err := s.running(id, ok...)
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +150,12 @@ func (s *Service) process(id string, pid int) (*proc, error) {
 	return pc, nil
 }
 
-// running is process pid when it still runs: session.not_running with
-// details.state exited when it ended.
+// runningProcess is process pid of running sandbox id when it still
+// runs: session.not_running with details.state exited when it ended (or
+// the sandbox's state when it is paused: a frozen process takes no
+// input and dies of no signal until it is thawed).
 func (s *Service) runningProcess(id string, pid int) (*proc, error) {
-	pc, err := s.process(id, pid)
+	pc, err := s.process(id, pid, StateRunning)
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +185,11 @@ func (s *Service) Process(id string, pid int) (ProcessInfo, error) {
 	return pc.snapshot(), nil
 }
 
-// KillProcess stops process pid of sandbox id (TERM to its group, the
-// runner's kill grace, KILL; its run is recorded canceled) and returns
-// it once it ended. An ended process is answered as it is.
+// KillProcess stops process pid of running sandbox id (TERM to its
+// group, the runner's kill grace, KILL; its run is recorded canceled)
+// and returns it once it ended. An ended process is answered as it is.
 func (s *Service) KillProcess(ctx context.Context, id string, pid int) (ProcessInfo, error) {
-	pc, err := s.process(id, pid)
+	pc, err := s.process(id, pid, StateRunning)
 	if err != nil {
 		return ProcessInfo{}, err
 	}

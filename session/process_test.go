@@ -177,3 +177,32 @@ func TestProcessesDieWithSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessInPausedSandbox: while its sandbox is paused a process is
+// listed and read, but a kill, stdin or signal is session.not_running
+// (paused); after resume the kill ends it.
+func TestProcessInPausedSandbox(t *testing.T) {
+	f := newFixture(t, "linux_sandbox", nil)
+	id := f.create(t, session.CreateRequest{}).ID
+	ctx := context.Background()
+	info, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"sleep", "3600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := f.s.Processes(id); err != nil || len(list) != 1 {
+		t.Errorf("Processes while paused = %+v, %v; want the process", list, err)
+	}
+	_, err = f.s.KillProcess(ctx, id, info.PID)
+	wantCode(t, "kill while paused", err, job.CodeSessionNotRunning)
+	wantCode(t, "stdin while paused", f.s.WriteStdin(ctx, id, info.PID, []byte("x"), false), job.CodeSessionNotRunning)
+	wantCode(t, "signal while paused", f.s.SignalProcess(id, info.PID, syscall.SIGTERM), job.CodeSessionNotRunning)
+	if _, err := f.s.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.s.KillProcess(ctx, id, info.PID); err != nil || got.Status != job.StatusCanceled {
+		t.Errorf("KillProcess after resume = %+v, %v; want canceled", got, err)
+	}
+}
