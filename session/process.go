@@ -39,7 +39,8 @@ const maxTagBytes = 256
 // recorded policy_denied); a program that cannot start, run.spawn_failed.
 // Its output goes to a buffer of OutputBufferBytes (FollowProcess); it
 // runs until it ends, is killed, or its sandbox ends, at most the
-// sandbox's longest timeout.
+// sandbox's longest timeout. MaxProcesses may run at once in a sandbox
+// (one more is session.limit_reached).
 func (s *Service) StartProcess(ctx context.Context, id string, req ProcessRequest) (ProcessInfo, error) {
 	if len(req.Argv) == 0 {
 		return ProcessInfo{}, job.Errorf(job.CodeInvalidRequest, "argv must not be empty").With("field", "argv")
@@ -51,9 +52,12 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	if err != nil {
 		return ProcessInfo{}, err
 	}
+	if err := h.procs.begin(); err != nil {
+		h.mu.Unlock()
+		return ProcessInfo{}, err
+	}
 	h.rec.Processes++
 	n, pol, sb := h.rec.Processes, h.rec.Policy, h.sb
-	h.procs.all.Add(1)
 	h.mu.Unlock()
 	jr := job.Request{
 		JobID:       runner.StepID(id, "proc-"+strconv.FormatInt(n, 10)),
@@ -87,7 +91,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	var res job.Result
 	var runErr error
 	go func() {
-		defer h.procs.all.Done()
+		defer h.procs.end()
 		res, runErr = s.cfg.Runner.Step(pctx, jr, runner.Options{Step: step})
 		pr.Close()
 		cancel()

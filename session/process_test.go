@@ -206,3 +206,29 @@ func TestProcessInPausedSandbox(t *testing.T) {
 		t.Errorf("KillProcess after resume = %+v, %v; want canceled", got, err)
 	}
 }
+
+// TestProcessLimit: session.MaxProcesses run at once in a sandbox; one
+// more is session.limit_reached, and once one ended another starts.
+func TestProcessLimit(t *testing.T) {
+	f := newFixture(t, "local_process", nil)
+	id := f.create(t, session.CreateRequest{}).ID
+	ctx := context.Background()
+	var first session.ProcessInfo
+	for i := range session.MaxProcesses {
+		info, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"sleep", "3600"}})
+		if err != nil {
+			t.Fatalf("process %d: %v", i+1, err)
+		}
+		if i == 0 {
+			first = info
+		}
+	}
+	_, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"sleep", "3600"}})
+	wantCode(t, "one process more than the cap", err, job.CodeSessionLimit)
+	if _, err := f.s.KillProcess(ctx, id, first.PID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"true"}}); err != nil {
+		t.Errorf("a start after one ended = %v; want it started", err)
+	}
+}

@@ -14,7 +14,12 @@ import (
 
 // MaxEndedProcesses is how many ended background processes a sandbox
 // keeps listed (with their exit and output buffer); the oldest go first.
-const MaxEndedProcesses = 32
+// MaxProcesses is how many may run in one sandbox at once (each holds
+// an output buffer in serve's memory).
+const (
+	MaxEndedProcesses = 32
+	MaxProcesses      = 64
+)
 
 // Process states.
 const (
@@ -80,7 +85,30 @@ type processes struct {
 	mu    sync.Mutex
 	byPID map[int]*proc
 	ended []int // pids of ended processes, oldest first
-	all   sync.WaitGroup
+	// live counts the processes started and not yet ended.
+	live int
+	all  sync.WaitGroup
+}
+
+// begin counts one more process, unless MaxProcesses run:
+// session.limit_reached.
+func (t *processes) begin() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.live >= MaxProcesses {
+		return job.Errorf(job.CodeSessionLimit, "%d processes run in this sandbox already", t.live).With("max", MaxProcesses)
+	}
+	t.live++
+	t.all.Add(1)
+	return nil
+}
+
+// end counts a process that ended (begin's).
+func (t *processes) end() {
+	t.mu.Lock()
+	t.live--
+	t.mu.Unlock()
+	t.all.Done()
 }
 
 // add registers pc under its pid (replacing an ended one the pid was
