@@ -55,8 +55,12 @@ const (
 	// ended (stopped, failed, expired); details.state says which (409).
 	CodeSessionNotRunning Code = "session.not_running"
 	// CodeSessionLimit: the operator's cap on live sandboxes
-	// (--max-sandboxes) is reached (429).
+	// (--max-sandboxes), or the cap on a sandbox's running background
+	// processes, is reached (429).
 	CodeSessionLimit Code = "session.limit_reached"
+	// CodeSessionNoTerminal: a resize of a sandbox process that runs
+	// without a pseudo-terminal (409).
+	CodeSessionNoTerminal Code = "session.no_terminal"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

@@ -54,10 +54,17 @@ func (e *execution) execIn(ctx context.Context, s *Sandbox, dec policy.Decision)
 		x.Stdout, x.Stderr = st.Wrap("stdout", e.stdout), st.Wrap("stderr", e.stderr)
 		flush = func() { flushAll(x.Stdout, x.Stderr) }
 	}
+	if st.Pty != nil && st.Terminal == nil {
+		t := *st.Pty
+		x.Terminal = &t
+	}
 	p, err := s.sb.Start(ctx, x)
 	if err != nil {
 		flush()
 		return backend.Outcome{}, err
+	}
+	if st.Started != nil {
+		st.Started(e.req.JobID, p)
 	}
 	done := make(chan struct{})
 	var sampling sync.WaitGroup

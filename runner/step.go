@@ -63,6 +63,18 @@ type Step struct {
 	// it as stdin, stdout and stderr with a controlling terminal, and its
 	// output goes there only (the record's output is empty).
 	Terminal *os.File
+	// Pty, with Sandbox, runs the process on a pseudo-terminal the
+	// backend opens with this size (backend.Exec.Terminal): Stdin is
+	// typed into it and what it shows is the stdout the run captures
+	// (and Wrap gets); stderr is empty. Terminal, when also set, wins.
+	Pty *backend.Terminal
+	// Started, with Sandbox, is called once the process runs, with the
+	// run's id (the one recorded) and the backend's process, before Step
+	// waits for it: a caller that runs Step in the background signals,
+	// resizes and closes the input of the process through it. It is not
+	// called for a run that never started (a policy denial, a spawn
+	// failure).
+	Started func(runID string, p backend.Process)
 	// Usage and UsageEvery sample the running process (backend.Spec); in
 	// a Sandbox, the whole sandbox's usage while the step runs, where
 	// its backend can read it (backend.UsageSampler).

@@ -28,6 +28,8 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	if err := h.sb.Close(); err != nil {
 		s.cfg.Logger.Warn("cannot delete a sandbox", "id", h.rec.ID, "error", err)
 	}
+	// Its processes died with it: wait until each is recorded.
+	h.procs.wait()
 	h.stop()
 	ended(&h.rec, st, s.now(), cause)
 	if err := s.save(h.rec); err != nil {

@@ -72,6 +72,9 @@ type Record struct {
 	// id (runs/<id>/).
 	Execs   int64  `json:"execs"`
 	LastRun string `json:"last_run,omitempty"`
+	// Processes counts the background processes started in it (each a
+	// run, runs/<id>.proc-<n>/).
+	Processes int64 `json:"processes,omitempty"`
 	// Error says why a failed sandbox failed.
 	Error *job.Error `json:"error,omitempty"`
 }

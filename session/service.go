@@ -93,6 +93,8 @@ type handle struct {
 	sb  *runner.Sandbox
 	// stop closes what the sandbox holds beside it (its egress bridge).
 	stop func()
+	// procs are its background processes (their own lock).
+	procs processes
 }
 
 // New builds the service over cfg.Records and ends the records of

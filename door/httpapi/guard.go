@@ -82,11 +82,19 @@ func checkContentType(r *http.Request) error {
 // "simple" type either, so a browser preflights it.
 const rawType = "application/octet-stream"
 
-// fileUpload reports whether r writes a sandbox's file (PUT
-// /v1/sandboxes/{id}/files, door/sessionapi), the one route whose body
-// is raw bytes.
+// fileUpload reports whether r is one of the two routes whose body is
+// raw bytes (door/sessionapi): a sandbox file's write (PUT
+// /v1/sandboxes/{id}/files) or a process's input (POST
+// /v1/sandboxes/{id}/processes/{pid}/stdin).
 func fileUpload(r *http.Request) bool {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sandboxes/")
 	id, tail, _ := strings.Cut(rest, "/")
-	return ok && r.Method == http.MethodPut && id != "" && tail == "files"
+	if !ok || id == "" {
+		return false
+	}
+	if r.Method == http.MethodPut && tail == "files" {
+		return true
+	}
+	pid, input, _ := strings.Cut(strings.TrimPrefix(tail, "processes/"), "/")
+	return r.Method == http.MethodPost && strings.HasPrefix(tail, "processes/") && pid != "" && input == "stdin"
 }

@@ -23,7 +23,7 @@ func Status(c job.Code) int {
 		return http.StatusUnsupportedMediaType
 	case job.CodeJobNotFound:
 		return http.StatusNotFound
-	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning:
+	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning, job.CodeSessionNoTerminal:
 		return http.StatusConflict
 	case job.CodeQueueFull, job.CodeQueueClosed:
 		return http.StatusServiceUnavailable

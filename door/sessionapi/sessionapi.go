@@ -40,6 +40,15 @@ var routes = []route{
 	{"POST /v1/sandboxes/{id}/exec", serveExec},
 	{"GET /v1/sandboxes/{id}/files", serveReadFile},
 	{"PUT /v1/sandboxes/{id}/files", serveWriteFile},
+	{"POST /v1/sandboxes/{id}/processes", serveStartProcess},
+	{"GET /v1/sandboxes/{id}/processes", serveListProcesses},
+	{"GET /v1/sandboxes/{id}/processes/{pid}", serveGetProcess},
+	{"DELETE /v1/sandboxes/{id}/processes/{pid}", serveKillProcess},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", serveStdin},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/signal", serveSignal},
+	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", serveResize},
+	{"GET /v1/sandboxes/{id}/processes/{pid}/events", serveProcessEvents},
+	{"GET /v1/sandboxes/{id}/processes/{pid}/ws", serveProcessSocket},
 }
 
 // Routes registers the sessions routes over s on mux, each wrapped with
