@@ -1,9 +1,11 @@
 // Package client is a Go client for agent-runner's HTTP API: submit a
 // RunJobRequest, read status and results, wait, follow live events over
 // SSE (resuming with Last-Event-ID after a dropped connection), cancel,
-// list and download artifacts; and the same for agent tasks (tasks.go):
+// list and download artifacts; the same for agent tasks (tasks.go):
 // submit a manifest, status, list with filters and cursor, cancel,
-// destroy, logs over SSE, the WebSocket stream, artifacts. Errors carry
+// destroy, logs over SSE, the WebSocket stream, artifacts; and kept
+// sandboxes (sandboxes.go): create, list, exec, files, pause, resume,
+// timeout, delete. Errors carry
 // the server's stable codes.
 package client
 

@@ -50,7 +50,8 @@ func exitCode(err error) int {
 	switch jerr.Code.Class() {
 	case "validation", "policy":
 		// A policy refusal here kept the input from becoming a job or a
-		// task (a denied job still has a result, exit 0).
+		// task (a denied job still has a result, exit 0), or is the
+		// error of a sandbox exec that never started (sandbox exec).
 		return exitInvalid
 	}
 	switch jerr.Code {

@@ -191,7 +191,6 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	mountMCP(d, o.mcpAllowShell, tokens)
 	tasks, err := mountTasks(ctx, d, o.tasks, remote.Limits{MaxBytes: o.recordMaxBytes})
 	if err != nil {
 		return err
@@ -200,6 +199,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	mountMCP(d, o.mcpAllowShell, tokens, sessions)
 	mountUI(d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {

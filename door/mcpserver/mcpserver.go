@@ -1,5 +1,8 @@
 // Package mcpserver exposes agent-runner to MCP clients (official Go SDK):
-// sandbox.run, sandbox.status, sandbox.artifacts and sandbox.cancel. Seed
+// sandbox.run, sandbox.status, sandbox.artifacts and sandbox.cancel, and,
+// given a session service, the kept-sandbox tools sandbox.create,
+// sandbox.exec, sandbox.read_file, sandbox.write_file and
+// sandbox.destroy (sessions.go). Seed
 // 001 names the tool "sandbox/run"; MCP tool names may only use
 // [A-Za-z0-9_.-], so the slash becomes a dot. Before a request is built the
 // server refuses shell strings (unless the operator allowed shells),
@@ -24,6 +27,7 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/jobs"
 	"github.com/agent-runner/agent-runner/policy"
+	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/validation"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -52,7 +56,16 @@ type Config struct {
 	// token's (buildcache.TokenNamespace). nil, or "", refuses caches, as
 	// jobs.Service.Submit does.
 	CacheNamespace func(*mcp.CallToolRequest) (string, error)
-	Version        string
+	// Sessions is the session service of the kept-sandbox tools
+	// (sandbox.create, sandbox.exec, sandbox.read_file,
+	// sandbox.write_file, sandbox.destroy): serve's, for /mcp. nil
+	// leaves those tools out.
+	Sessions *session.Service
+	// Authorize checks that a tool call's caller holds scope (serve's
+	// bearer tokens: the kept-sandbox tools need "sessions"); nil allows
+	// every call.
+	Authorize func(call *mcp.CallToolRequest, scope string) error
+	Version   string
 }
 
 // RunArgs are sandbox.run's arguments: a RunJobRequest's workspace,
@@ -105,6 +118,9 @@ func New(cfg Config) *mcp.Server {
 	addTool(s, &mcp.Tool{Name: "sandbox.status", Description: "Status of a job, with its RunJobResult once terminal."}, h.status)
 	addTool(s, &mcp.Tool{Name: "sandbox.artifacts", Description: "Artifact metadata (path, size, sha256, storage_uri) of a terminal job."}, h.artifacts)
 	addTool(s, &mcp.Tool{Name: "sandbox.cancel", Description: "Cancel a queued or running job."}, h.cancel)
+	if cfg.Sessions != nil {
+		h.addSessionTools(s)
+	}
 	return s
 }
 
@@ -186,16 +202,8 @@ func Request(cfg Config, a RunArgs) (job.Request, error) { return (&handlers{cfg
 
 // request checks the adapter rules and builds the RunJobRequest.
 func (h *handlers) request(a RunArgs) (job.Request, error) {
-	if len(a.Argv) == 0 || a.Argv[0] == "" {
-		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "argv must be a non-empty array").With("field", "argv")
-	}
-	if !h.cfg.AllowShell {
-		if policy.IsShell(filepath.Base(a.Argv[0])) {
-			return job.Request{}, job.Errorf(job.CodeShellDenied, "shell execution is not enabled on this MCP server").With("argv0", a.Argv[0])
-		}
-		if len(a.Argv) == 1 && strings.ContainsAny(a.Argv[0], " \t|;&$`<>()") {
-			return job.Request{}, job.Errorf(job.CodeShellDenied, "argv[0] looks like a shell command string; pass a program and its arguments").With("argv0", a.Argv[0])
-		}
+	if err := h.argvAllowed(a.Argv); err != nil {
+		return job.Request{}, err
 	}
 	if kind := validation.NormalizeKind(a.Backend); kind != "" && kind != h.cfg.Backend {
 		return job.Request{}, job.Errorf(job.CodeInvalidRequest, "backend: this MCP server runs jobs only on its operator's backend %q", h.cfg.Backend).
@@ -232,6 +240,23 @@ func (h *handlers) request(a RunArgs) (job.Request, error) {
 		req.Trace = job.Trace(b)
 	}
 	return req, nil
+}
+
+// argvAllowed refuses an empty argv and, without AllowShell, a shell or
+// a shell command string in argv[0].
+func (h *handlers) argvAllowed(argv []string) error {
+	if len(argv) == 0 || argv[0] == "" {
+		return job.Errorf(job.CodeInvalidRequest, "argv must be a non-empty array").With("field", "argv")
+	}
+	if !h.cfg.AllowShell {
+		if policy.IsShell(filepath.Base(argv[0])) {
+			return job.Errorf(job.CodeShellDenied, "shell execution is not enabled on this MCP server").With("argv0", argv[0])
+		}
+		if len(argv) == 1 && strings.ContainsAny(argv[0], " \t|;&$`<>()") {
+			return job.Errorf(job.CodeShellDenied, "argv[0] looks like a shell command string; pass a program and its arguments").With("argv0", argv[0])
+		}
+	}
+	return nil
 }
 
 // withinOperator refuses a client policy that grants more than the

@@ -2,7 +2,8 @@
 
 ``Client`` submits RunJobRequests (``build_request`` makes one for an
 argv, with readonly_mounts, caches and limits) and reads results, and
-submits, lists, follows, cancels and collects agent tasks;
+submits, lists, follows, cancels and collects agent tasks, and creates
+and uses kept sandboxes (``create_sandbox`` returns a ``Sandbox``);
 ``CommandRunner`` adapts agent-runner to cl-agent's injectable
 command-runner protocol::
 
@@ -14,5 +15,6 @@ command-runner protocol::
 from .client import APIError, Client
 from .command_runner import CommandResult, CommandRunner
 from .request import build_request
+from .sandbox import Sandbox, SandboxFiles
 
-__all__ = ["APIError", "Client", "CommandResult", "CommandRunner", "build_request"]
+__all__ = ["APIError", "Client", "CommandResult", "CommandRunner", "Sandbox", "SandboxFiles", "build_request"]

@@ -9,6 +9,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Iterator
 
+from . import sandbox as _sandbox
 from .request import build_request
 
 TERMINAL = {
@@ -207,6 +208,24 @@ class Client:
         quoted = "/".join(urllib.parse.quote(p, safe="") for p in name.split("/"))
         _, raw, headers = self._request("GET", _task_path(task_id) + "/artifacts/" + quoted)
         return raw, headers.get("X-Content-SHA256", "")
+
+    # Kept sandboxes (docs/sessions.md): /v1/sandboxes (sandbox.py).
+
+    def create_sandbox(self, *, id: str | None = None, backend: str | None = None, workspace: str | None = None,
+                       limits: dict | None = None, policy: dict | None = None, network: dict | None = None,
+                       timeout: int | None = None, metadata: dict[str, str] | None = None) -> _sandbox.Sandbox:
+        """Create a kept sandbox (workspace: a directory under serve's
+        --workspace-root to copy; timeout: seconds) and return it running."""
+        return _sandbox.create(self, id=id, backend=backend, workspace=workspace, limits=limits, policy=policy,
+                               network=network, timeout=timeout, metadata=metadata)
+
+    def sandbox(self, sandbox_id: str) -> _sandbox.Sandbox:
+        """The sandbox sandbox_id (job.not_found when there is none)."""
+        return _sandbox.Sandbox(self, self._json("GET", "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="")))
+
+    def list_sandboxes(self, state: str | None = None, metadata: dict[str, str] | None = None) -> list[_sandbox.Sandbox]:
+        """Sandboxes, oldest first, in state (if given) and matching every metadata pair."""
+        return _sandbox.list_all(self, state, metadata)
 
 
 def _task_path(task_id: str) -> str:

@@ -1,0 +1,131 @@
+"""Kept sandboxes (docs/sessions.md): /v1/sandboxes.
+
+``Client.create_sandbox`` returns a ``Sandbox``, a handle over one kept
+sandbox: ``exec`` runs a command in it and waits, ``files`` reads and
+writes its workspace's files, ``pause``/``resume``/``set_timeout``/
+``delete`` control its life. Every call raises ``APIError`` with the
+server's stable code (``session.not_running`` on a paused or ended one).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Client
+
+
+def _path(sandbox_id: str) -> str:
+    return "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="")
+
+
+class SandboxFiles:
+    """A sandbox's files, by path relative to its workspace."""
+
+    def __init__(self, sandbox: "Sandbox"):
+        self._sandbox = sandbox
+
+    def read(self, path: str) -> bytes:
+        """The regular file's bytes (job.not_found when it is missing)."""
+        _, raw, _ = self._sandbox._client._request("GET", self._url(path))
+        return raw
+
+    def write(self, path: str, data: bytes | str, mode: int | None = None) -> dict:
+        """Write data (str is UTF-8) atomically, creating missing parents;
+        mode is permission bits (0o755), default 0o644. Returns {"path", "size_bytes"}."""
+        body = data.encode() if isinstance(data, str) else bytes(data)
+        query = {"mode": format(mode, "o")} if mode is not None else {}
+        return self._sandbox._client._json("PUT", self._url(path, query), body, content_type="application/octet-stream")
+
+    def _url(self, path: str, extra: dict | None = None) -> str:
+        return _path(self._sandbox.id) + "/files?" + urllib.parse.urlencode({"path": path, **(extra or {})})
+
+
+class Sandbox:
+    """One kept sandbox. ``record`` is its record as the server last
+    answered it (id, state, backend, expires_at, metadata, execs, ...)."""
+
+    def __init__(self, client: "Client", record: dict):
+        self._client = client
+        self.record = record
+        self.files = SandboxFiles(self)
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+    @property
+    def state(self) -> str:
+        """The state as last answered (refresh() asks again)."""
+        return self.record["state"]
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, state={self.state!r})"
+
+    def refresh(self) -> "Sandbox":
+        """Read the record again."""
+        self.record = self._client._json("GET", _path(self.id))
+        return self
+
+    def exec(self, argv: list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+             stdin: str | None = None, timeout: float | None = None) -> dict:
+        """Run argv in the sandbox and wait: {"run_id", "status", "exit_code",
+        "stdout", "stderr", "truncated", "duration_ms", "error"?}. A policy
+        denial or a timeout is a result (its status), not an exception."""
+        body: dict[str, Any] = {"argv": list(argv)}
+        if cwd is not None:
+            body["cwd"] = cwd
+        if env:
+            body["env"] = env
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout is not None:
+            body["timeout_s"] = max(1, int(timeout))
+        # The HTTP wait outlasts the exec's own timeout (the server's default is 120 s).
+        http_timeout = max(self._client.timeout, (timeout if timeout is not None else 120) + 30)
+        return self._client._json("POST", _path(self.id) + "/exec", body, timeout=http_timeout)
+
+    def pause(self) -> "Sandbox":
+        """Freeze every process of the sandbox."""
+        return self._set(self._client._json("POST", _path(self.id) + "/pause"))
+
+    def resume(self) -> "Sandbox":
+        """Thaw a paused sandbox."""
+        return self._set(self._client._json("POST", _path(self.id) + "/resume"))
+
+    def set_timeout(self, seconds: int) -> "Sandbox":
+        """Make the sandbox expire that many seconds from now."""
+        return self._set(self._client._json("POST", _path(self.id) + "/timeout", {"timeout_s": int(seconds)}))
+
+    def delete(self) -> "Sandbox":
+        """Kill its processes and remove its workspace; the record stays, stopped."""
+        return self._set(self._client._json("DELETE", _path(self.id)))
+
+    def _set(self, record: dict) -> "Sandbox":
+        self.record = record
+        return self
+
+
+def create(client: "Client", *, id: str | None = None, backend: str | None = None, workspace: str | None = None,
+           limits: dict | None = None, policy: dict | None = None, network: dict | None = None,
+           timeout: int | None = None, metadata: dict[str, str] | None = None) -> Sandbox:
+    """POST /v1/sandboxes with the fields given (the others take serve's defaults)."""
+    body: dict[str, Any] = {}
+    for key, value in (("id", id), ("backend", backend), ("limits", limits), ("policy", policy),
+                       ("network", network), ("metadata", metadata)):
+        if value is not None:
+            body[key] = value
+    if workspace is not None:
+        body["workspace"] = {"path": workspace}
+    if timeout is not None:
+        body["timeout_s"] = int(timeout)
+    return Sandbox(client, client._json("POST", "/v1/sandboxes", body))
+
+
+def list_all(client: "Client", state: str | None = None, metadata: dict[str, str] | None = None) -> list[Sandbox]:
+    """The sandboxes in state (if given) whose metadata holds every pair given, oldest first."""
+    query = [("state", state)] if state else []
+    query += [("metadata." + k, v) for k, v in sorted((metadata or {}).items())]
+    path = "/v1/sandboxes" + ("?" + urllib.parse.urlencode(query) if query else "")
+    return [Sandbox(client, rec) for rec in client._json("GET", path)["sandboxes"]]

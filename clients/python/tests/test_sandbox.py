@@ -1,0 +1,72 @@
+import uuid
+
+import pytest
+
+from agent_runner_client import APIError, Client, Sandbox
+
+
+def test_sandbox_exec_files_pause_timeout_delete(server, workspace):
+    c = Client(server)
+    owner = "py-" + uuid.uuid4().hex[:8]
+    sandbox = c.create_sandbox(workspace=workspace, timeout=600, metadata={"owner": owner})
+    assert isinstance(sandbox, Sandbox) and sandbox.state == "running" and sandbox.id.startswith("sbx_")
+
+    res = sandbox.exec(["sh", "-c", "cat input.txt; echo kept > state.txt; echo err >&2; exit 3"])
+    assert (res["status"], res["exit_code"], res["stdout"], res["stderr"]) == ("failed", 3, "hello from the workspace\n", "err\n")
+    assert sandbox.exec(["cat", "state.txt"])["stdout"] == "kept\n"
+    res = sandbox.exec(["sh", "-c", "echo $GREETING; cat"], env={"GREETING": "hi"}, stdin="from stdin")
+    assert res["stdout"] == "hi\nfrom stdin"
+
+    assert sandbox.files.write("src/main.sh", "#!/bin/sh\necho from the file\n", mode=0o755) == {"path": "src/main.sh", "size_bytes": 29}
+    assert sandbox.files.read("src/main.sh") == b"#!/bin/sh\necho from the file\n"
+    assert sandbox.exec(["./src/main.sh"])["stdout"] == "from the file\n"
+    sandbox.files.write("bin.dat", bytes(range(256)))
+    assert sandbox.files.read("bin.dat") == bytes(range(256))
+
+    assert sandbox.pause().state == "paused"
+    with pytest.raises(APIError) as e:
+        sandbox.exec(["true"])
+    assert (e.value.status, e.value.code, e.value.details["state"]) == (409, "session.not_running", "paused")
+    with pytest.raises(APIError) as e:
+        sandbox.files.write("x.txt", "x")
+    assert e.value.code == "session.not_running"
+    assert sandbox.files.read("state.txt") == b"kept\n"
+    assert sandbox.resume().state == "running"
+
+    assert sandbox.set_timeout(60).record["timeout_s"] == 60
+    other = c.create_sandbox(metadata={"owner": owner + "-other"})
+    assert [s.id for s in c.list_sandboxes(state="running", metadata={"owner": owner})] == [sandbox.id]
+    assert [s.id for s in c.list_sandboxes(metadata={"owner": owner + "-other"})] == [other.id]
+
+    deleted = sandbox.delete()
+    assert deleted.state == "stopped" and deleted.record["execs"] == 4
+    assert c.sandbox(sandbox.id).state == "stopped"
+    assert c.list_sandboxes(state="running", metadata={"owner": owner}) == []
+    other.delete()
+
+
+def test_sandbox_errors(server):
+    c = Client(server)
+    sid = "py-" + uuid.uuid4().hex[:8]
+    sandbox = c.create_sandbox(id=sid)
+    try:
+        assert c.create_sandbox(id=sid).id == sid  # the same request answers the sandbox
+        cases = [
+            (lambda: c.sandbox("sbx_none"), 404, "job.not_found"),
+            (lambda: c.create_sandbox(id=sid, timeout=5), 409, "job.conflict"),
+            (lambda: sandbox.files.read("../../etc/passwd"), 422, "validation.path_escape"),
+            (lambda: sandbox.files.write("/etc/x", b"x"), 422, "validation.path_escape"),
+            (lambda: sandbox.files.read("missing.txt"), 404, "job.not_found"),
+            (lambda: sandbox.exec([]), 422, None),
+        ]
+        for call, status, code in cases:
+            with pytest.raises(APIError) as e:
+                call()
+            assert e.value.status == status, e.value
+            if code:
+                assert e.value.code == code, e.value
+    finally:
+        sandbox.delete()
+    with pytest.raises(APIError) as e:
+        sandbox.exec(["true"])
+    assert (e.value.code, e.value.details["state"]) == ("session.not_running", "stopped")
