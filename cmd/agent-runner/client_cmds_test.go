@@ -35,9 +35,11 @@ func startServeEnv(t *testing.T, addr string, env []string, args ...string) *exe
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	// /health needs no token, so this also waits for a serve with a
-	// token file.
+	// token file. The probe keeps no connection open: one left idle in a
+	// client's pool would count against serve's --max-conns-per-ip.
+	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
+		if resp, err := probe.Get("http://" + addr + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return cmd
