@@ -91,10 +91,14 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	var res job.Result
 	var runErr error
 	go func() {
-		defer h.procs.end()
+		defer h.procs.all.Done()
 		res, runErr = s.cfg.Runner.Step(pctx, jr, runner.Options{Step: step})
 		pr.Close()
 		cancel()
+		// The slot is free before anyone waiting on pc.done (KillProcess,
+		// a client) hears that the process ended, so a start right after
+		// is not refused session.limit_reached.
+		h.procs.release()
 		s.finish(h, pc, res, runErr)
 	}()
 	select {

@@ -103,12 +103,12 @@ func (t *processes) begin() error {
 	return nil
 }
 
-// end counts a process that ended (begin's).
-func (t *processes) end() {
+// release frees the slot of a process that ended (begin's count); its
+// goroutine's t.all.Done follows once everything of it is done.
+func (t *processes) release() {
 	t.mu.Lock()
 	t.live--
 	t.mu.Unlock()
-	t.all.Done()
 }
 
 // add registers pc under its pid (replacing an ended one the pid was
