@@ -9,10 +9,8 @@ import (
 // A HoldCheck refuses a workspace path that another door holds writable
 // while it runs (a capability run's write roots): a workspace that
 // contains such a tree, or lies inside one, is written by someone else
-// while it is snapshotted. own are the writable mounts of the job itself
-// (a capability run's tool job mounts its own write roots), which never
-// count against it. It returns nil for a path it does not hold.
-type HoldCheck func(path string, own []string) error
+// while it is snapshotted. It returns nil for a path it does not hold.
+type HoldCheck func(path string) error
 
 // holds are the checks doors added with Hold.
 type holds struct {
@@ -30,12 +28,12 @@ func (s *Service) Hold(check HoldCheck) {
 }
 
 // held runs the checks on a workspace path.
-func (s *Service) held(path string, own []string) error {
+func (s *Service) held(path string) error {
 	s.holds.mu.Lock()
 	checks := append([]HoldCheck(nil), s.holds.checks...)
 	s.holds.mu.Unlock()
 	for _, c := range checks {
-		if err := c(path, own); err != nil {
+		if err := c(path); err != nil {
 			return job.AsError(err).With("field", "workspace.path")
 		}
 	}

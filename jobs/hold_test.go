@@ -9,11 +9,11 @@ import (
 
 // TestHoldRefusesAWorkspaceBeforeAnyRecord: a door's hold check (serve:
 // capability runs' live write roots) refuses the submit, and nothing is
-// recorded; a job's own writable mounts are passed to the check.
+// recorded.
 func TestHoldRefusesAWorkspaceBeforeAnyRecord(t *testing.T) {
 	svc, ws := openPlane(t)
 	var seen string
-	svc.Hold(func(path string, own []string) error {
+	svc.Hold(func(path string) error {
 		seen = path
 		return job.Errorf(job.CodePathEscape, "held")
 	})

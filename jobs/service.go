@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -97,9 +96,6 @@ func (s *Service) Store() *store.Store { return s.cfg.Runner.Store() }
 // Queue is the queue jobs go to.
 func (s *Service) Queue() *queue.Queue { return s.cfg.Queue }
 
-// Mounts are host directories an in-process door exposes to a job.
-type Mounts = queue.Mounts
-
 // Accepted is the answer to a submit.
 type Accepted struct {
 	JobID  string     `json:"job_id"`
@@ -116,7 +112,7 @@ type Accepted struct {
 // workspace.caches is refused (validation.invalid_request); doors that
 // know their caller use SubmitAs.
 func (s *Service) Submit(ctx context.Context, req *job.Request) (Accepted, bool, error) {
-	return s.submit(ctx, "", req, nil)
+	return s.submit(ctx, "", req)
 }
 
 // SubmitAs is Submit on behalf of a caller: cacheNamespace is the
@@ -125,23 +121,16 @@ func (s *Service) Submit(ctx context.Context, req *job.Request) (Accepted, bool,
 // user), so two callers naming one cache get two directories. Empty
 // refuses caches, as Submit does.
 func (s *Service) SubmitAs(ctx context.Context, cacheNamespace string, req *job.Request) (Accepted, bool, error) {
-	return s.submit(ctx, cacheNamespace, req, nil)
+	return s.submit(ctx, cacheNamespace, req)
 }
 
-// SubmitWith is Submit for in-process doors that expose host directories
-// to the job (capability sessions' read and write roots): mounts travel
-// with the queued message, never through a JSON door.
-func (s *Service) SubmitWith(ctx context.Context, req *job.Request, m Mounts) (Accepted, bool, error) {
-	return s.submit(ctx, "", req, &m)
-}
-
-func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, m *Mounts) (Accepted, bool, error) {
+func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request) (Accepted, bool, error) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = telemetry.JobContext(ctx, *req)
 	}
 	ctx, span := s.cfg.Tracer.Start(ctx, "job.submit")
 	defer span.End()
-	if err := s.admit(req, m); err != nil {
+	if err := s.admit(req); err != nil {
 		s.cfg.Observer.Rejected(job.CodeOf(err))
 		return Accepted{}, false, err
 	}
@@ -171,7 +160,7 @@ func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, 
 	// The queued event goes out before the job can reach a worker, so it
 	// always precedes "running" in the event stream.
 	_ = s.publishStatus(req.JobID, job.StatusQueued, 0)
-	payload, err := json.Marshal(queue.Message{Request: *req, Mounts: m, CacheNamespace: cacheNS, SharedCaches: s.sharedCaches(req)})
+	payload, err := json.Marshal(queue.Message{Request: *req, CacheNamespace: cacheNS, SharedCaches: s.sharedCaches(req)})
 	if err == nil {
 		err = s.cfg.Queue.Enqueue(ctx, req.JobID, payload)
 	}
@@ -187,14 +176,14 @@ func (s *Service) submit(ctx context.Context, cacheNS string, req *job.Request, 
 	return Accepted{JobID: req.JobID, Status: job.StatusQueued}, true, nil
 }
 
-// admit holds a submitted workspace.path, and the host directories an
-// in-process door mounts, to the operator's workspace roots, before
-// anything else looks at them (so whether a file exists outside them is
-// not disclosed), and replaces the path with the resolved one it checked.
-// Workers check the same again (a message may come from elsewhere).
-func (s *Service) admit(req *job.Request, m *Mounts) error {
+// admit holds a submitted workspace.path to the operator's workspace
+// roots, before anything else looks at it (so whether a file exists
+// outside them is not disclosed), and replaces the path with the resolved
+// one it checked. Workers check the same again (a message may come from
+// elsewhere).
+func (s *Service) admit(req *job.Request) error {
 	if s.cfg.WorkspaceRoots == nil {
-		return s.held(req.Workspace.Path, m.GetWritable())
+		return s.held(req.Workspace.Path)
 	}
 	if req.Workspace.Path != "" {
 		real, err := s.cfg.WorkspaceRoots.Check(req.Workspace.Path)
@@ -202,14 +191,7 @@ func (s *Service) admit(req *job.Request, m *Mounts) error {
 			return job.AsError(err).With("field", "workspace.path")
 		}
 		req.Workspace.Path = real
-		if err := s.held(real, m.GetWritable()); err != nil {
-			return err
-		}
-	}
-	for _, dir := range append(m.GetReadOnly(), m.GetWritable()...) {
-		if _, err := s.cfg.WorkspaceRoots.Check(dir); err != nil {
-			return job.AsError(err).With("field", "mounts")
-		}
+		return s.held(real)
 	}
 	return nil
 }
@@ -222,26 +204,4 @@ func (s *Service) resubmit(req job.Request) Accepted {
 		status = rec.Status
 	}
 	return Accepted{JobID: req.JobID, Status: status}
-}
-
-// Run submits req and waits for its result: the library-style call of
-// in-process doors (capability sessions), through the queue.
-func (s *Service) Run(ctx context.Context, req job.Request, m Mounts) (job.Result, error) {
-	acc, _, err := s.SubmitWith(ctx, &req, m)
-	if err != nil {
-		return job.Result{}, err
-	}
-	res, err := s.Wait(ctx, acc.JobID)
-	if err != nil && ctx.Err() != nil {
-		// The caller gave up: the job must not outlive it.
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, cerr := s.Cancel(cctx, acc.JobID); cerr != nil {
-			s.log.Warn("cannot cancel a job its caller abandoned", telemetry.KeyJobID, acc.JobID, "error", cerr)
-		}
-		if res, rerr := s.Store().ReadResult(acc.JobID); rerr == nil {
-			return res, nil
-		}
-	}
-	return res, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/agent-runner/agent-runner/plane"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
-	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
 func newRunner(t *testing.T) (*runner.Runner, string) {
@@ -94,40 +93,6 @@ func TestSubmitWaitIdempotentConflict(t *testing.T) {
 		if err := call(); job.CodeOf(err) != job.CodeJobNotFound {
 			t.Errorf("%s(unknown id) = %v, want %s", name, err, job.CodeJobNotFound)
 		}
-	}
-}
-
-// TestRunThroughTheQueue is the call capability sessions make: submit,
-// wait, one result, recorded in the store like any job.
-func TestRunThroughTheQueue(t *testing.T) {
-	svc, ws := openPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ro := t.TempDir()
-	res, err := svc.Run(ctx, request("", ws, "echo", "run"), jobs.Mounts{ReadOnly: []string{ro}})
-	if err != nil || res.Status != job.StatusCompleted || res.Stdout.Text != "run\n" {
-		t.Fatalf("Run = %s %q, %v; want completed", res.Status, res.Stdout.Text, err)
-	}
-	if _, err := svc.Store().ReadResult(res.JobID); err != nil {
-		t.Errorf("the run's record: %v", err)
-	}
-}
-
-// TestRunCancelsWhenTheCallerGivesUp: a job whose caller's context ends
-// does not keep running.
-func TestRunCancelsWhenTheCallerGivesUp(t *testing.T) {
-	svc, ws := openPlane(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	res, err := svc.Run(ctx, request("job_abandoned-1", ws, "sleep", "30"), jobs.Mounts{})
-	if err == nil && res.Status == job.StatusCompleted {
-		t.Fatalf("Run of sleep 30 with a 1 s context completed")
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer wcancel()
-	got, err := svc.Wait(wctx, "job_abandoned-1")
-	if err != nil || got.Status != job.StatusCanceled {
-		t.Errorf("the abandoned job = %s, %v; want canceled", got.Status, err)
 	}
 }
 
@@ -211,30 +176,5 @@ func TestIDsWithDots(t *testing.T) {
 	res, err := svc.Wait(ctx, "job.with.dots")
 	if err != nil || res.Status != job.StatusCompleted {
 		t.Errorf("job.with.dots = %s, %v; want completed", res.Status, err)
-	}
-}
-
-// TestSubmitHoldsMountsToTheRoots: an in-process door's mounts meet the
-// operator's workspace roots at submit, like the workspace.
-func TestSubmitHoldsMountsToTheRoots(t *testing.T) {
-	r, ws := newRunner(t)
-	q, err := queue.Open(context.Background(), queue.Config{StoreDir: r.Store().Dir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Close)
-	roots, err := workspaceroot.New([]string{filepath.Dir(ws)}, r.Store().Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := jobs.New(jobs.Config{Runner: r, Queue: q, WorkspaceRoots: roots})
-	ctx := context.Background()
-	req := request("job_mounts-out", ws, "true")
-	if _, _, err := svc.SubmitWith(ctx, &req, jobs.Mounts{Writable: []string{t.TempDir()}}); job.CodeOf(err) != job.CodePathEscape {
-		t.Errorf("a writable mount outside the roots = %v, want %s", err, job.CodePathEscape)
-	}
-	req = request("job_mounts-in", ws, "true")
-	if _, _, err := svc.SubmitWith(ctx, &req, jobs.Mounts{ReadOnly: []string{ws}}); err != nil {
-		t.Errorf("a mount under the roots = %v, want accepted", err)
 	}
 }

@@ -9,10 +9,6 @@ import (
 // Message is a queued job as published on ar.jobs.<job_id>.
 type Message struct {
 	Request job.Request `json:"request"`
-	// Mounts are host directories an in-process door (a capability
-	// session's read and write roots) exposes to the job. No JSON door
-	// can set them: the HTTP and MCP doors publish requests only.
-	Mounts *Mounts `json:"mounts,omitempty"`
 	// CacheNamespace is the namespace of the job's workspace.caches, its
 	// caller's (package buildcache), and SharedCaches the names of them
 	// the operator shares across callers: set by the door that accepted
@@ -21,19 +17,14 @@ type Message struct {
 	SharedCaches   []string `json:"shared_caches,omitempty"`
 }
 
-// Mounts are runner.Options' library-only directories, carried over the
-// queue.
-type Mounts struct {
-	ReadOnly []string `json:"read_only,omitempty"`
-	Writable []string `json:"writable,omitempty"`
-}
-
 // DecodeMessage reads a job message. A bare job request (the message of
-// earlier versions, still queued after an upgrade) is accepted too.
+// earlier versions, still queued after an upgrade) is accepted too. A
+// message carries no host directories: a "mounts" field (which earlier
+// versions took from in-process doors) is ignored, so nothing on the
+// queue can mount a host path into a job.
 func DecodeMessage(b []byte) (Message, error) {
 	var m struct {
 		Request        *job.Request `json:"request"`
-		Mounts         *Mounts      `json:"mounts"`
 		CacheNamespace string       `json:"cache_namespace"`
 		SharedCaches   []string     `json:"shared_caches"`
 	}
@@ -41,27 +32,11 @@ func DecodeMessage(b []byte) (Message, error) {
 		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
 	}
 	if m.Request != nil {
-		return Message{Request: *m.Request, Mounts: m.Mounts, CacheNamespace: m.CacheNamespace, SharedCaches: m.SharedCaches}, nil
+		return Message{Request: *m.Request, CacheNamespace: m.CacheNamespace, SharedCaches: m.SharedCaches}, nil
 	}
 	var req job.Request
 	if err := json.Unmarshal(b, &req); err != nil {
 		return Message{}, job.Wrap(job.CodeInvalidRequest, err, "undecodable job message")
 	}
 	return Message{Request: req}, nil
-}
-
-// GetReadOnly is m's read-only directories (none for a nil m).
-func (m *Mounts) GetReadOnly() []string {
-	if m == nil {
-		return nil
-	}
-	return m.ReadOnly
-}
-
-// GetWritable is m's writable directories (none for a nil m).
-func (m *Mounts) GetWritable() []string {
-	if m == nil {
-		return nil
-	}
-	return m.Writable
 }

@@ -350,8 +350,6 @@ func (p *Pool) execute(ctx context.Context, msg queue.Message, d queue.Delivery)
 		},
 		Stage:       stage,
 		Interrupted: shutdown,
-		ReadOnly:    msg.Mounts.GetReadOnly(),
-		Writable:    msg.Mounts.GetWritable(),
 		// The caller's build caches, as the accepting door scoped them.
 		CacheNamespace: msg.CacheNamespace,
 		SharedCaches:   msg.SharedCaches,

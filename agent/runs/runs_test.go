@@ -239,17 +239,15 @@ func TestRunInProgressHoldsJobWorkspaces(t *testing.T) {
 	}
 	tests := []struct {
 		name, ws string
-		own      []string
 		want     job.Code
 	}{
-		{"workspace holding the write root", filepath.Join(e.root, "proj"), nil, job.CodePathEscape},
-		{"the write root itself", out, nil, job.CodePathEscape},
-		{"inside the write root", filepath.Join(out, "deep"), nil, job.CodePathEscape},
-		{"the run's own tool job", filepath.Join(e.root, "proj"), []string{out}, ""},
-		{"elsewhere", filepath.Join(e.root, "other"), nil, ""},
+		{"workspace holding the write root", filepath.Join(e.root, "proj"), job.CodePathEscape},
+		{"the write root itself", out, job.CodePathEscape},
+		{"inside the write root", filepath.Join(out, "deep"), job.CodePathEscape},
+		{"elsewhere", filepath.Join(e.root, "other"), ""},
 	}
 	for _, tt := range tests {
-		if got := job.CodeOf(e.svc.HoldsWorkspace(tt.ws, tt.own)); got != tt.want {
+		if got := job.CodeOf(e.svc.HoldsWorkspace(tt.ws)); got != tt.want {
 			t.Errorf("%s: HoldsWorkspace(%s) = %q, want %q", tt.name, tt.ws, got, tt.want)
 		}
 	}

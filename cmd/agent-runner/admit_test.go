@@ -10,11 +10,10 @@ import (
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
-// TestAdmitWorkspaceChecksMounts: a pulled job's message is held to the
-// worker's roots as a whole: a forged message (anyone holding the NATS
-// token can publish one) cannot mount a host directory outside them, read
-// or write, even with an admitted workspace.
-func TestAdmitWorkspaceChecksMounts(t *testing.T) {
+// TestAdmitWorkspace: a pulled job's workspace is held to the worker's
+// roots: a forged message (anyone holding the NATS token can publish one)
+// cannot name a workspace outside them.
+func TestAdmitWorkspace(t *testing.T) {
 	root, outside := t.TempDir(), t.TempDir()
 	ws := filepath.Join(root, "ws")
 	if err := os.Mkdir(ws, 0o755); err != nil {
@@ -25,19 +24,15 @@ func TestAdmitWorkspaceChecksMounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	admit := admitWorkspace(roots)
-	req := job.Request{Workspace: job.Workspace{Path: ws}}
 	for _, tt := range []struct {
-		name   string
-		mounts *queue.Mounts
-		want   job.Code
+		name, ws string
+		want     job.Code
 	}{
-		{"no mounts", nil, ""},
-		{"mounts under the root", &queue.Mounts{ReadOnly: []string{ws}, Writable: []string{ws}}, ""},
-		{"read-only mount outside", &queue.Mounts{ReadOnly: []string{outside}}, job.CodePathEscape},
-		{"writable mount outside", &queue.Mounts{Writable: []string{"/etc"}}, job.CodePathEscape},
-		{"mount escaping with ..", &queue.Mounts{ReadOnly: []string{ws + "/../../.."}}, job.CodePathEscape},
+		{"under the root", ws, ""},
+		{"outside the root", outside, job.CodePathEscape},
+		{"escaping with ..", ws + "/../../..", job.CodePathEscape},
 	} {
-		err := admit(queue.Message{Request: req, Mounts: tt.mounts})
+		err := admit(queue.Message{Request: job.Request{Workspace: job.Workspace{Path: tt.ws}}})
 		if got := job.CodeOf(err); (err == nil) != (tt.want == "") || (err != nil && got != tt.want) {
 			t.Errorf("%s: admit = %v, want code %q", tt.name, err, tt.want)
 		}

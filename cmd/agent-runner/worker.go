@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent-runner/agent-runner/door/taskapi"
-	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
@@ -19,22 +18,13 @@ import (
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
-// admitWorkspace is a worker's check of a pulled job: its workspace, and
-// every host directory its message mounts (a capability session's read
-// and write roots), lie under roots (serve's and the API node's check,
-// done again where the job runs; a NATS client that forges a message
-// reaches no further).
+// admitWorkspace is a worker's check of a pulled job: its workspace lies
+// under roots (serve's and the API node's check, done again where the
+// job runs; a NATS client that forges a message reaches no further).
 func admitWorkspace(roots *workspaceroot.Roots) func(queue.Message) error {
 	return func(msg queue.Message) error {
-		if _, err := roots.Check(msg.Request.Workspace.Path); err != nil {
-			return err
-		}
-		for _, dir := range append(msg.Mounts.GetReadOnly(), msg.Mounts.GetWritable()...) {
-			if _, err := roots.Check(dir); err != nil {
-				return job.AsError(err).With("field", "mounts")
-			}
-		}
-		return nil
+		_, err := roots.Check(msg.Request.Workspace.Path)
+		return err
 	}
 }
 
