@@ -43,6 +43,9 @@ type serveDeps struct {
 	// Auth wraps a handler so it runs only for a token holding scope
 	// (auth.ScopeSubmit, ScopeRead, ScopeCancel, ScopeAdmin).
 	Auth func(scope string, h http.Handler) http.Handler
+	// AcceptRawBody lets a door's route take application/octet-stream
+	// bodies past the server's guard (httpapi.Server.AcceptRawBody).
+	AcceptRawBody func(pattern string)
 	// Metrics is the registry served at /metrics.
 	Metrics prometheus.Registerer
 	// Jobs is the jobs service every door submits, reads, follows and
@@ -183,7 +186,7 @@ func serve(o serveOptions) error {
 	// serve_sessions.go, serve_ui.go) before serve listens; ctx ends when it shuts down.
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
-		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth,
+		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody,
 		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
 		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}

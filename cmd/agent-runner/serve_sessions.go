@@ -60,5 +60,8 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 	}
 	go s.ReapEvery(ctx, time.Second)
 	sessionapi.Routes(d.Mux, s, d.Auth)
+	for _, p := range sessionapi.RawBodyPatterns() {
+		d.AcceptRawBody(p)
+	}
 	return s, nil
 }

@@ -18,7 +18,7 @@ import (
 //     name an allowed host: 403 auth.forbidden, details.reason "origin".
 //  3. With tokens, a known bearer token (outside publicPaths): 401.
 //  4. A state-changing request with a body or a Content-Type must send
-//     JSON or YAML (a sandbox file upload may send
+//     JSON or YAML (a route a door declared with AcceptRawBody may send
 //     application/octet-stream): 415 validation.unsupported_media_type.
 //
 // Refusals of 1 to 3 close the connection.
@@ -43,7 +43,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if err := checkContentType(r); err != nil {
+		if err := checkContentType(r, s.rawBody); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -60,15 +60,16 @@ var stateChanging = map[string]bool{http.MethodPost: true, http.MethodPut: true,
 var bodyTypes = map[string]bool{"application/json": true, "application/yaml": true, "application/x-yaml": true, "text/yaml": true}
 
 // checkContentType refuses a state-changing request that has a body (or
-// names a Content-Type) that is not JSON or YAML; a request without body
-// or Content-Type (DELETE, POST .../destroy) passes.
-func checkContentType(r *http.Request) error {
+// names a Content-Type) that is not JSON or YAML, or raw bytes where raw
+// reports the route takes them; a request without body or Content-Type
+// (DELETE, POST .../destroy) passes.
+func checkContentType(r *http.Request, raw func(*http.Request) bool) error {
 	ct := r.Header.Get("Content-Type")
 	if !stateChanging[r.Method] || (r.ContentLength == 0 && ct == "") {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (bodyTypes[mt] || strings.HasSuffix(mt, "+json") || (mt == rawType && fileUpload(r))) {
+	if err == nil && (bodyTypes[mt] || strings.HasSuffix(mt, "+json") || (mt == rawType && raw(r))) {
 		return nil
 	}
 	msg := "a request body needs Content-Type application/json or application/yaml"
@@ -78,23 +79,20 @@ func checkContentType(r *http.Request) error {
 	return job.Errorf(job.CodeUnsupportedMediaType, "%s", msg).With("content_type", ct)
 }
 
-// rawType is the media type of a file upload's raw bytes: not a CORS
-// "simple" type either, so a browser preflights it.
+// rawType is the media type of raw bytes (a file upload, a process's
+// input): not a CORS "simple" type either, so a browser preflights it.
 const rawType = "application/octet-stream"
 
-// fileUpload reports whether r is one of the two routes whose body is
-// raw bytes (door/sessionapi): a sandbox file's write (PUT
-// /v1/sandboxes/{id}/files) or a process's input (POST
-// /v1/sandboxes/{id}/processes/{pid}/stdin).
-func fileUpload(r *http.Request) bool {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sandboxes/")
-	id, tail, _ := strings.Cut(rest, "/")
-	if !ok || id == "" {
-		return false
-	}
-	if r.Method == http.MethodPut && tail == "files" {
-		return true
-	}
-	pid, input, _ := strings.Cut(strings.TrimPrefix(tail, "processes/"), "/")
-	return r.Method == http.MethodPost && strings.HasPrefix(tail, "processes/") && pid != "" && input == "stdin"
+// AcceptRawBody lets the routes of pattern (a mux pattern such as "PUT
+// /v1/sandboxes/{id}/files") take application/octet-stream bodies past
+// the guard: the door that serves raw bytes declares them, and every
+// other route still takes JSON or YAML only.
+func (s *Server) AcceptRawBody(pattern string) {
+	s.rawRoutes.Handle(pattern, http.NotFoundHandler())
+}
+
+// rawBody reports whether r's route was declared with AcceptRawBody.
+func (s *Server) rawBody(r *http.Request) bool {
+	_, pattern := s.rawRoutes.Handler(r)
+	return pattern != ""
 }

@@ -18,6 +18,7 @@ func TestGuardLetsRawProcessInput(t *testing.T) {
 	e := newEnv(t, opts{noWorkers: true})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	e.api.Mux().Handle("POST /v1/sandboxes/{id}/processes/{pid}/stdin", ok)
+	e.api.AcceptRawBody("POST /v1/sandboxes/{id}/processes/{pid}/stdin")
 	e.api.Mux().Handle("POST /v1/sandboxes/{id}/processes/{pid}/signal", ok)
 	e.api.Mux().Handle("POST /v1/sandboxes/{id}/processes", ok)
 	unsupported := answer{Status: 415, Code: job.CodeUnsupportedMediaType}

@@ -17,6 +17,7 @@ func TestGuardLetsRawFileUploads(t *testing.T) {
 	e := newEnv(t, opts{noWorkers: true})
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	e.api.Mux().Handle("PUT /v1/sandboxes/{id}/files", ok)
+	e.api.AcceptRawBody("PUT /v1/sandboxes/{id}/files")
 	e.api.Mux().Handle("POST /v1/sandboxes/{id}/exec", ok)
 	unsupported := answer{Status: 415, Code: job.CodeUnsupportedMediaType}
 	tests := []struct {

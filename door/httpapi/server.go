@@ -76,6 +76,8 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *Metrics
 	hosts   hostPolicy
+	// rawRoutes matches the routes declared with AcceptRawBody.
+	rawRoutes *http.ServeMux
 }
 
 // New builds a Server and registers its routes.
@@ -98,7 +100,7 @@ func New(cfg Config) *Server {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("agent-runner")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), hosts: newHostPolicy(cfg.ListenAddr, cfg.AllowedHosts)}
+	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "http"), mux: http.NewServeMux(), rawRoutes: http.NewServeMux(), hosts: newHostPolicy(cfg.ListenAddr, cfg.AllowedHosts)}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queue)
 	s.jobs = cfg.Jobs
 	if s.jobs == nil {

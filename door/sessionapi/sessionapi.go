@@ -27,28 +27,31 @@ const MaxBodyBytes = 4 << 20
 type route struct {
 	pattern string
 	h       func(*session.Service, http.ResponseWriter, *http.Request)
+	// raw says the route's body is raw bytes (application/octet-stream),
+	// not JSON: RawBodyPatterns.
+	raw bool
 }
 
 var routes = []route{
-	{"POST /v1/sandboxes", serveCreate},
-	{"GET /v1/sandboxes", serveList},
-	{"GET /v1/sandboxes/{id}", serveGet},
-	{"DELETE /v1/sandboxes/{id}", serveDelete},
-	{"POST /v1/sandboxes/{id}/timeout", serveTimeout},
-	{"POST /v1/sandboxes/{id}/pause", servePause},
-	{"POST /v1/sandboxes/{id}/resume", serveResume},
-	{"POST /v1/sandboxes/{id}/exec", serveExec},
-	{"GET /v1/sandboxes/{id}/files", serveReadFile},
-	{"PUT /v1/sandboxes/{id}/files", serveWriteFile},
-	{"POST /v1/sandboxes/{id}/processes", serveStartProcess},
-	{"GET /v1/sandboxes/{id}/processes", serveListProcesses},
-	{"GET /v1/sandboxes/{id}/processes/{pid}", serveGetProcess},
-	{"DELETE /v1/sandboxes/{id}/processes/{pid}", serveKillProcess},
-	{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", serveStdin},
-	{"POST /v1/sandboxes/{id}/processes/{pid}/signal", serveSignal},
-	{"POST /v1/sandboxes/{id}/processes/{pid}/resize", serveResize},
-	{"GET /v1/sandboxes/{id}/processes/{pid}/events", serveProcessEvents},
-	{"GET /v1/sandboxes/{id}/processes/{pid}/ws", serveProcessSocket},
+	{pattern: "POST /v1/sandboxes", h: serveCreate},
+	{pattern: "GET /v1/sandboxes", h: serveList},
+	{pattern: "GET /v1/sandboxes/{id}", h: serveGet},
+	{pattern: "DELETE /v1/sandboxes/{id}", h: serveDelete},
+	{pattern: "POST /v1/sandboxes/{id}/timeout", h: serveTimeout},
+	{pattern: "POST /v1/sandboxes/{id}/pause", h: servePause},
+	{pattern: "POST /v1/sandboxes/{id}/resume", h: serveResume},
+	{pattern: "POST /v1/sandboxes/{id}/exec", h: serveExec},
+	{pattern: "GET /v1/sandboxes/{id}/files", h: serveReadFile},
+	{pattern: "PUT /v1/sandboxes/{id}/files", h: serveWriteFile, raw: true},
+	{pattern: "POST /v1/sandboxes/{id}/processes", h: serveStartProcess},
+	{pattern: "GET /v1/sandboxes/{id}/processes", h: serveListProcesses},
+	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}", h: serveGetProcess},
+	{pattern: "DELETE /v1/sandboxes/{id}/processes/{pid}", h: serveKillProcess},
+	{pattern: "POST /v1/sandboxes/{id}/processes/{pid}/stdin", h: serveStdin, raw: true},
+	{pattern: "POST /v1/sandboxes/{id}/processes/{pid}/signal", h: serveSignal},
+	{pattern: "POST /v1/sandboxes/{id}/processes/{pid}/resize", h: serveResize},
+	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/events", h: serveProcessEvents},
+	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/ws", h: serveProcessSocket},
 }
 
 // Routes registers the sessions routes over s on mux, each wrapped with
@@ -58,6 +61,19 @@ func Routes(mux *http.ServeMux, s *session.Service, wrap func(scope string, h ht
 		h := r.h
 		mux.Handle(r.pattern, wrap(auth.ScopeSessions, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { h(s, w, req) })))
 	}
+}
+
+// RawBodyPatterns lists the routes whose body is raw bytes (a file's
+// write, a process's input), for the server's guard to let
+// application/octet-stream through on them (httpapi.Server.AcceptRawBody).
+func RawBodyPatterns() []string {
+	var out []string
+	for _, r := range routes {
+		if r.raw {
+			out = append(out, r.pattern)
+		}
+	}
+	return out
 }
 
 // Patterns lists the routes Routes registers ("METHOD /path").
