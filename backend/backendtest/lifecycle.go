@@ -194,22 +194,7 @@ func pauseResume(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	ctx := context.Background()
 	o, _, _ := lifeExec(t, sb, sh(counter))
 	wantExit(t, o, 0)
-	waitFor(t, "the counter to reach 3", func() bool { return readCount(t, sb) >= 3 })
-	if err := sb.Pause(ctx); err != nil {
-		if job.CodeOf(err) == job.CodeBackendUnavail {
-			t.Skipf("Pause: %v", err)
-		}
-		t.Fatalf("Pause: %v", err)
-	}
-	paused := readCount(t, sb)
-	time.Sleep(300 * time.Millisecond)
-	if got := readCount(t, sb); got != paused {
-		t.Errorf("counter went from %d to %d while paused", paused, got)
-	}
-	if err := sb.Resume(ctx); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	waitFor(t, "the counter to grow after Resume", func() bool { return readCount(t, sb) > paused+2 })
+	counterPauses(t, sb, func() {})
 	if err := sb.Resume(ctx); err != nil {
 		t.Errorf("Resume of a running sandbox: %v", err)
 	}
@@ -311,4 +296,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// counterPauses checks that a counter a process of sb keeps in the file
+// count makes no progress while sb is paused and grows again after
+// Resume. A backend that cannot pause skips the test (after stop, which
+// ends what the caller started).
+func counterPauses(t *testing.T, sb backend.Sandbox, stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, "the counter to reach 3", func() bool { return readCount(t, sb) >= 3 })
+	if err := sb.Pause(ctx); err != nil {
+		stop()
+		if job.CodeOf(err) == job.CodeBackendUnavail {
+			t.Skipf("Pause: %v", err)
+		}
+		t.Fatalf("Pause: %v", err)
+	}
+	paused := readCount(t, sb)
+	time.Sleep(300 * time.Millisecond)
+	if got := readCount(t, sb); got != paused {
+		t.Errorf("the counter went from %d to %d while paused", paused, got)
+	}
+	if err := sb.Resume(ctx); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	waitFor(t, "the counter to grow after Resume", func() bool { return readCount(t, sb) > paused+2 })
 }

@@ -174,25 +174,8 @@ func concurrentProcesses(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 }
 
 func pausedProcess(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
-	ctx := context.Background()
 	p, _, _ := start(t, sb, sh(`i=0; while :; do i=$((i+1)); echo $i > count.tmp; mv count.tmp count; sleep 0.02; done`))
-	waitFor(t, "the counter to reach 3", func() bool { return readCount(t, sb) >= 3 })
-	if err := sb.Pause(ctx); err != nil {
-		p.Signal(syscall.SIGKILL)
-		if job.CodeOf(err) == job.CodeBackendUnavail {
-			t.Skipf("Pause: %v", err)
-		}
-		t.Fatalf("Pause: %v", err)
-	}
-	paused := readCount(t, sb)
-	time.Sleep(300 * time.Millisecond)
-	if got := readCount(t, sb); got != paused {
-		t.Errorf("the started process's counter went from %d to %d while paused", paused, got)
-	}
-	if err := sb.Resume(ctx); err != nil {
-		t.Fatalf("Resume: %v", err)
-	}
-	waitFor(t, "the counter to grow after Resume", func() bool { return readCount(t, sb) > paused+2 })
+	counterPauses(t, sb, func() { p.Signal(syscall.SIGKILL) })
 	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatalf("Signal(KILL): %v", err)
 	}
