@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/task/agentstep"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
@@ -119,7 +120,7 @@ func taskShell(ctx context.Context, backends backend.Set, storeDir, id string, a
 	env := agentstep.BaseEnv(t, home, b)
 	// The shell is a step of the run service beside serve's (its record
 	// is runs/<task_id>.shell-<random>), under the policy that allows
-	// the operator's own command (agentstep.DefaultPolicy).
+	// the operator's own command (policy.Smallest).
 	r, err := runner.New(runner.Config{StoreDir: storeDir})
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func shellRequest(l stage.Layout, t *manifest.Task, argv, env []string, b backen
 	var tag [4]byte
 	rand.Read(tag[:]) // never fails (crypto/rand)
 	id := runner.StepID(t.Metadata.ID, "shell-"+hex.EncodeToString(tag[:]))
-	req := agentstep.StepRequest(l, t, id, argv, env, agentstep.DefaultPolicy(argv, env, b))
+	req := agentstep.StepRequest(l, t, id, argv, env, policy.Smallest(argv, env, b))
 	if timeout <= 0 {
 		timeout = shellNoTimeout
 	}

@@ -64,7 +64,7 @@ type Config struct {
 	// store (stage.StepRunner).
 	Runner *runner.Runner
 	// Policy is the operator's policy for tasks (serve's --task-policy);
-	// nil: DefaultPolicy. See StepPolicy.
+	// nil: policy.Smallest. See StepPolicy.
 	Policy *job.Policy
 	// MaxLogBytes caps each of stdout.log and stderr.log (default
 	// DefaultMaxLogBytes): past it the log ends with a truncation line and

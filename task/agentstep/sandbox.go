@@ -61,7 +61,7 @@ func PrepareHome(l stage.Layout, b backend.Backend) (string, error) {
 
 // SharesSandbox reports whether a task's steps can run in one sandbox
 // (OpenSandbox) on b under the operator's task policy pol (nil:
-// DefaultPolicy): b keeps sandboxes, and pol confines no exec for the
+// policy.Smallest): b keeps sandboxes, and pol confines no exec for the
 // whole sandbox (allow_shell false and exec_scope every_process hold for
 // every process of a sandbox, and the patch collection needs its shell
 // and git). Otherwise each step runs in a sandbox of its own.

@@ -71,10 +71,12 @@ func agentRequest(l stage.Layout, t *manifest.Task, argv, env []string, network 
 // allow_shell and exec_scope decide, and its allowed_env governs the
 // manifest's agent.env; the variables the runner sets itself (own: PATH,
 // HOME, LANG, TASK_ID, the children socket, TERM) are always allowed.
-// Without one it is DefaultPolicy. Network fields are the caller's.
+// Without one it is policy.Smallest: the smallest policy under which the
+// task's own command runs, so every task runs as it did before tasks were
+// held to a policy. Network fields are the caller's.
 func StepPolicy(operator *job.Policy, argv []string, env []string, own []string, b backend.Backend) job.Policy {
 	if operator == nil {
-		return DefaultPolicy(argv, env, b)
+		return policy.Smallest(argv, env, b)
 	}
 	p := *operator
 	p.AllowedCommands = slices.Clone(operator.AllowedCommands)
@@ -85,13 +87,6 @@ func StepPolicy(operator *job.Policy, argv []string, env []string, own []string,
 		}
 	}
 	return p
-}
-
-// DefaultPolicy is the policy of a task when the operator gave none: the
-// smallest one under which argv runs with env (policy.Smallest on b's
-// view), so every task runs as it did before tasks were held to a policy.
-func DefaultPolicy(argv []string, env []string, b backend.Backend) job.Policy {
-	return policy.Smallest(argv, env, b)
 }
 
 // envKeys are the names of env ("KEY=value").

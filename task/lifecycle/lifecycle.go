@@ -95,7 +95,7 @@ type Config struct {
 	Runner *runner.Runner
 	// Policy is the operator's policy for tasks (serve's --task-policy):
 	// the agent command must pass it (agentstep.StepPolicy). Nil: each
-	// task's own command is allowed (agentstep.DefaultPolicy).
+	// task's own command is allowed (policy.Smallest).
 	Policy *job.Policy
 	// Logger hears what no record holds: a workspace, bridge or scratch
 	// directory that cannot be removed, an event that cannot be written,
