@@ -103,7 +103,7 @@ func vendoredCode(text string) string {
 
 func TestAssets(t *testing.T) {
 	got := Assets()
-	want := []string{"/ui/", "/ui/agentruns.js", "/ui/api.js", "/ui/app.js", "/ui/diff.js", "/ui/dom.js", "/ui/jobs.js", "/ui/overview.js", "/ui/style.css", "/ui/tasks.js", "/ui/term.js",
+	want := []string{"/ui/", "/ui/agentruns.js", "/ui/api.js", "/ui/app.js", "/ui/cspstyles.js", "/ui/diff.js", "/ui/dom.js", "/ui/jobs.js", "/ui/overview.js", "/ui/session.js", "/ui/sessionfiles.js", "/ui/sessions.js", "/ui/sessionterm.js", "/ui/style.css", "/ui/tasks.js", "/ui/term.js",
 		"/ui/vendor/addon-fit/LICENSE", "/ui/vendor/addon-fit/addon-fit.mjs", "/ui/vendor/xterm/LICENSE", "/ui/vendor/xterm/xterm.css", "/ui/vendor/xterm/xterm.mjs"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Assets() (-want +got); httpapi's publicPaths must list the same paths:\n%s", diff)
