@@ -1,0 +1,164 @@
+package uitest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/agent-runner/agent-runner/auth"
+)
+
+// sessionServe starts serve with a token file: "admin-token" (the test's
+// own API calls) and "term-token" (sessions and read, the browser's), so
+// the terminal's WebSocket must carry a token as the API's requests do.
+func sessionServe(t *testing.T) *server {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(file, []byte(auth.Hash("admin-token")+" admin admin\n"+auth.Hash("term-token")+" sessions,read terminal\n"), 0o600)
+	return startServe(t, "admin-token", "--token-file", file)
+}
+
+// rowIs is a JavaScript test that some rendered row of the dashboard's
+// xterm reads exactly text (its trailing blanks aside; xterm.js draws a
+// blank cell as a no-break space).
+func rowIs(text string) string {
+	return fmt.Sprintf(`[...document.querySelectorAll("#session-terminal .xterm-rows > div")].some((r) => r.textContent.replace(/\u00a0/g, " ").trimEnd() === %q)`, text)
+}
+
+// typeLine types line and Enter into the terminal as key events.
+func typeLine(line string) chromedp.Tasks {
+	return chromedp.Tasks{
+		chromedp.Focus("#session-terminal .xterm-helper-textarea", chromedp.ByQuery),
+		typeKeys(line + "\r"),
+	}
+}
+
+// typeKeys presses each key of keys as a keyboard does: a keyDown that
+// carries its text (from which the browser makes keypress and input,
+// unless the page cancels the keydown, as xterm.js does), then keyUp.
+// chromedp.KeyEvent instead sends the text as a separate "char" event
+// after the keydown, which the browser delivers even when the page
+// canceled the keydown, so a terminal would get every key twice.
+func typeKeys(keys string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for _, r := range keys {
+			var events []*input.DispatchKeyEventParams
+			for _, k := range kb.Encode(r) {
+				switch k.Type {
+				case input.KeyDown:
+					down := *k
+					down.Text, down.UnmodifiedText = string(r), string(r)
+					events = append(events, &down)
+				case input.KeyUp:
+					events = append(events, k)
+				}
+			}
+			for _, e := range events {
+				if err := e.Do(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestSessionTerminalTakesTypedInput: a sandbox created through the API
+// is on the sessions list (and not under another state's tab); on its
+// page New terminal starts a shell with a pty and attaches xterm.js over
+// the WebSocket (its token offered as a subprotocol: serve has a token
+// file); keystrokes typed into the terminal run `echo`, whose output
+// shows in the terminal's rendered rows, drawn in the terminal's own
+// font (xterm.js's styles apply under the CSP); `stty size` reports the
+// size the terminal drew, and again after the window shrinks (channel
+// 4); the processes list shows the shell; `exit` shows its status.
+func TestSessionTerminalTakesTypedInput(t *testing.T) {
+	ctx := newBrowser(t)
+	s := sessionServe(t)
+	var sb struct{ ID, State string }
+	if code := s.call(t, "POST", "/v1/sandboxes", "application/json", []byte(`{"id": "ui-term", "metadata": {"suite": "ui"}}`), &sb); code != 201 || sb.State != "running" {
+		t.Fatalf("create sandbox = %d %+v, want 201 running", code, sb)
+	}
+	t.Cleanup(func() { s.call(t, "DELETE", "/v1/sandboxes/ui-term", "", nil, nil) })
+
+	run(t, ctx, "sign in on the sessions list", 30*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/sessions"),
+		waitJS(`document.querySelector("#login").open`),
+		chromedp.SendKeys("#token", "term-token", chromedp.ByQuery),
+		chromedp.Click("#login-submit", chromedp.ByQuery),
+		waitJS(`!document.querySelector("#login").open`),
+		waitJS(`!!document.querySelector('tr[data-sandbox="ui-term"] .badge[data-status="running"]')`))
+	row := text(t, ctx, `tr[data-sandbox="ui-term"]`)
+	for _, want := range []string{"ui-term", "local_process", "suite=ui", "0 / 0"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("sessions list row = %q, want it to hold %q", row, want)
+		}
+	}
+	run(t, ctx, "the paused tab", 20*time.Second,
+		hashTo("#/sessions?state=paused"),
+		waitJS(`document.querySelector(".count").textContent === "No sandboxes match."`))
+	if row := text(t, ctx, `tr[data-sandbox="ui-term"]`); row != "" {
+		t.Errorf("the paused tab lists the running sandbox: %q", row)
+	}
+	shot(t, ctx, "list")
+
+	run(t, ctx, "open a terminal on the session page", 30*time.Second,
+		hashTo("#/sessions/ui-term"),
+		waitJS(`document.querySelector("#session-record").textContent.includes("suite=ui")`),
+		waitJS(`!document.querySelector("#session-new-terminal").disabled`),
+		chromedp.Click("#session-new-terminal", chromedp.ByQuery),
+		waitJS(`document.querySelector("#session-terminal-state").textContent.startsWith("running, pid ")`))
+
+	run(t, ctx, "type echo into the terminal", 30*time.Second,
+		typeLine("echo hello-from-xterm"),
+		waitJS(rowIs("hello-from-xterm")))
+	var font string
+	run(t, ctx, "read the rows' font", 10*time.Second,
+		chromedp.Evaluate(`getComputedStyle(document.querySelector("#session-terminal .xterm-rows")).fontFamily`, &font))
+	if !strings.Contains(font, "DejaVu Sans Mono") {
+		t.Errorf("terminal rows are drawn in %q, want the terminal's font (xterm.js's styles did not apply)", font)
+	}
+	shot(t, ctx, "echo")
+
+	// size reads the terminal's size in cells, as the page drew it.
+	size := func(what string) (rows, cols string) {
+		run(t, ctx, what, 10*time.Second,
+			chromedp.Evaluate(`document.querySelector("#session-terminal").dataset.rows`, &rows),
+			chromedp.Evaluate(`document.querySelector("#session-terminal").dataset.cols`, &cols))
+		return rows, cols
+	}
+	rows, cols := size("read the terminal's size")
+	run(t, ctx, "stty size reports the drawn size", 30*time.Second,
+		typeLine("stty size"),
+		waitJS(rowIs(rows+" "+cols)))
+
+	run(t, ctx, "shrink the window", 30*time.Second,
+		emulation.SetDeviceMetricsOverride(900, 1000, 1, false),
+		waitJS(fmt.Sprintf(`document.querySelector("#session-terminal").dataset.cols !== %q`, cols)))
+	rows2, cols2 := size("read the terminal's new size")
+	run(t, ctx, "stty size reports the new size", 30*time.Second,
+		typeLine("stty size"),
+		waitJS(rowIs(rows2+" "+cols2)))
+
+	var pid string
+	run(t, ctx, "read the shell's pid", 10*time.Second,
+		chromedp.Evaluate(`document.querySelector("#session-terminal").dataset.pid`, &pid))
+	run(t, ctx, "the processes list shows the shell", 20*time.Second,
+		waitJS(fmt.Sprintf(`document.querySelector('#session-processes tr[data-pid=%q]').textContent.includes("sh (pty)")`, pid)),
+		waitJS(fmt.Sprintf(`!!document.querySelector('#session-processes tr[data-pid=%q] .badge[data-status="running"]')`, pid)))
+	shot(t, ctx, "processes")
+
+	run(t, ctx, "exit ends the shell and says so", 30*time.Second,
+		typeLine("exit 3"),
+		waitJS(`document.querySelector("#session-terminal-state").textContent === "exited 3"`),
+		waitJS(fmt.Sprintf(`document.querySelector('#session-processes tr[data-pid=%q] td:nth-child(5)').textContent === "3"`, pid)))
+}
