@@ -43,11 +43,11 @@ export async function sessionPage(main, id, signal) {
     section('Terminal', h('div', { class: 'filters' }, newTerm), termEl, termState),
     section('Processes',
       h('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); start(); } },
-        h('label', { for: 'session-cmd' }, 'Command (run with sh -c)'), cmd, h('button', { type: 'submit' }, 'Start'),
+        h('label', { for: 'session-cmd' }, 'Command (run with sh -c)'), cmd, h('button', { type: 'submit', id: 'session-start' }, 'Start'),
         h('button', { type: 'button', onclick: () => readProcs() }, 'Refresh')),
       procErr,
       h('div', { class: 'table-wrap' }, h('table', { class: 'list procs' },
-        h('colgroup', {}, h('col', { class: 'c-pid' }), h('col', { class: 'c-tag' }), h('col', {}), h('col', { class: 'c-status' }), h('col', { class: 'c-exit' }), h('col', { class: 'c-time' }), h('col', { class: 'c-act' })),
+        h('colgroup', {}, h('col', { class: 'c-pid' }), h('col', { class: 'c-tag' }), h('col', {}), h('col', { class: 'c-status' }), h('col', { class: 'c-code' }), h('col', { class: 'c-started' }), h('col', { class: 'c-act' })),
         h('thead', {}, h('tr', {}, ['PID', 'Tag', 'Command', 'State', 'Exit', 'Started', ''].map((c) => h('th', { scope: 'col' }, c)))), procs))),
     section('Files', filesBrowser(id, signal)));
   if (!scopes.sessions) { err.replaceChildren(forbidden('sessions')); return; }

@@ -157,6 +157,27 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 		waitJS(fmt.Sprintf(`!!document.querySelector('#session-processes tr[data-pid=%q] .badge[data-status="running"]')`, pid)))
 	shot(t, ctx, "processes")
 
+	run(t, ctx, "start a process from the page and kill it", 30*time.Second,
+		chromedp.SendKeys("#session-cmd", "sleep 300", chromedp.ByQuery),
+		chromedp.Click("#session-start", chromedp.ByQuery),
+		waitJS(`[...document.querySelectorAll("#session-processes tr")].some((r) => r.textContent.includes("sh -c sleep 300") && r.querySelector('.badge[data-status="running"]'))`),
+		chromedp.Evaluate(`[...document.querySelectorAll("#session-processes tr")].find((r) => r.textContent.includes("sh -c sleep 300")).querySelector("button").click()`, nil),
+		waitJS(`[...document.querySelectorAll("#session-processes tr")].some((r) => r.textContent.includes("sh -c sleep 300") && r.querySelector('.badge[data-status="canceled"]'))`))
+	var procs struct {
+		Processes []struct {
+			Argv   []string
+			Status string
+		}
+	}
+	s.call(t, "GET", "/v1/sandboxes/ui-term/processes", "", nil, &procs)
+	killed := false
+	for _, p := range procs.Processes {
+		killed = killed || (strings.Join(p.Argv, " ") == "sh -c sleep 300" && p.Status == "canceled")
+	}
+	if !killed {
+		t.Errorf("the API lists %+v, want sh -c sleep 300 canceled", procs.Processes)
+	}
+
 	run(t, ctx, "exit ends the shell and says so", 30*time.Second,
 		typeLine("exit 3"),
 		waitJS(`document.querySelector("#session-terminal-state").textContent === "exited 3"`),
