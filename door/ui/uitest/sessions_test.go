@@ -27,6 +27,14 @@ func sessionServe(t *testing.T) *server {
 	return startServe(t, "admin-token", "--token-file", file)
 }
 
+// sandboxState is the sandbox's state as the API reports it.
+func (s *server) sandboxState(t *testing.T, id string) string {
+	t.Helper()
+	var sb struct{ State string }
+	s.call(t, "GET", "/v1/sandboxes/"+id, "", nil, &sb)
+	return sb.State
+}
+
 // rowIs is a JavaScript test that some rendered row of the dashboard's
 // xterm reads exactly text (its trailing blanks aside; xterm.js draws a
 // blank cell as a no-break space).
@@ -73,14 +81,18 @@ func typeKeys(keys string) chromedp.Action {
 }
 
 // TestSessionTerminalTakesTypedInput: a sandbox created through the API
-// is on the sessions list (and not under another state's tab); on its
-// page New terminal starts a shell with a pty and attaches xterm.js over
-// the WebSocket (its token offered as a subprotocol: serve has a token
-// file); keystrokes typed into the terminal run `echo`, whose output
-// shows in the terminal's rendered rows, drawn in the terminal's own
-// font (xterm.js's styles apply under the CSP); `stty size` reports the
-// size the terminal drew, and again after the window shrinks (channel
-// 4); the processes list shows the shell; `exit` shows its status.
+// is on the sessions list (and not under the paused tab), and one
+// created while the list is open appears and turns stopped when deleted
+// (session_state events); on the first one's page New terminal starts a
+// shell with a pty and attaches xterm.js over the WebSocket (its token
+// offered as a subprotocol: serve has a token file); keys typed into the
+// terminal run `echo`, whose output shows in the terminal's rendered
+// rows, drawn in the terminal's own font (xterm.js's styles apply under
+// the CSP); `stty size` reports the size the terminal drew, and the new
+// size after the window shrinks (channel 4); the processes list shows
+// the shell; a process started from the page's form is killed with its
+// button; Pause and Resume change the sandbox's state; `exit 3` shows
+// "exited 3" (channel 3).
 func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	ctx := newBrowser(t)
 	s := sessionServe(t)
@@ -103,6 +115,14 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 			t.Errorf("sessions list row = %q, want it to hold %q", row, want)
 		}
 	}
+	if code := s.call(t, "POST", "/v1/sandboxes", "application/json", []byte(`{"id": "ui-late"}`), nil); code != 201 {
+		t.Fatalf("create a second sandbox = %d, want 201", code)
+	}
+	run(t, ctx, "a sandbox created while the list is open appears", 20*time.Second,
+		waitJS(`!!document.querySelector('tr[data-sandbox="ui-late"] .badge[data-status="running"]')`))
+	s.call(t, "DELETE", "/v1/sandboxes/ui-late", "", nil, nil)
+	run(t, ctx, "and turns stopped when deleted", 20*time.Second,
+		waitJS(`!!document.querySelector('tr[data-sandbox="ui-late"] .badge[data-status="stopped"]')`))
 	run(t, ctx, "the paused tab", 20*time.Second,
 		hashTo("#/sessions?state=paused"),
 		waitJS(`document.querySelector(".count").textContent === "No sandboxes match."`))
@@ -176,6 +196,20 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	}
 	if !killed {
 		t.Errorf("the API lists %+v, want sh -c sleep 300 canceled", procs.Processes)
+	}
+
+	run(t, ctx, "pause from the page", 30*time.Second,
+		chromedp.Click("#session-pause", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('.head .badge[data-status="paused"]')`),
+		waitJS(`document.querySelector("#session-new-terminal").disabled && !document.querySelector("#session-resume").disabled`))
+	if got := s.sandboxState(t, "ui-term"); got != "paused" {
+		t.Errorf("after Pause the API says %q, want paused", got)
+	}
+	run(t, ctx, "resume from the page", 30*time.Second,
+		chromedp.Click("#session-resume", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('.head .badge[data-status="running"]')`))
+	if got := s.sandboxState(t, "ui-term"); got != "running" {
+		t.Errorf("after Resume the API says %q, want running", got)
 	}
 
 	run(t, ctx, "exit ends the shell and says so", 30*time.Second,
