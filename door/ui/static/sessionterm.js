@@ -34,6 +34,9 @@ export async function openTerminal(el, sandbox, { signal, onState }) {
   const fit = new FitAddon();
   term.loadAddon(fit);
   const dropStyles = adoptStyles(el);
+  // Shift+Tab is not sent to the shell: the browser moves the focus out
+  // of the terminal with it, so the keyboard is never trapped there.
+  term.attachCustomKeyEventHandler((e) => !(e.key === 'Tab' && e.shiftKey));
   term.open(el);
   fit.fit();
   el.dataset.cols = term.cols;

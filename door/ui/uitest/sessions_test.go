@@ -148,6 +148,13 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 		t.Errorf("terminal rows are drawn in %q, want the terminal's font (xterm.js's styles did not apply)", font)
 	}
 	shot(t, ctx, "echo")
+	shiftTab := func(typ input.KeyType) chromedp.Action {
+		return input.DispatchKeyEvent(typ).WithKey("Tab").WithCode("Tab").WithWindowsVirtualKeyCode(9).WithNativeVirtualKeyCode(9).WithModifiers(input.ModifierShift)
+	}
+	run(t, ctx, "Shift+Tab leaves the terminal", 10*time.Second,
+		chromedp.Focus("#session-terminal .xterm-helper-textarea", chromedp.ByQuery),
+		shiftTab(input.KeyRawDown), shiftTab(input.KeyUp),
+		waitJS(`document.activeElement.id === "session-new-terminal"`))
 
 	// size reads the terminal's size in cells, as the page drew it.
 	size := func(what string) (rows, cols string) {
