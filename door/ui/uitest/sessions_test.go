@@ -91,7 +91,8 @@ func typeKeys(keys string) chromedp.Action {
 // the CSP); `stty size` reports the size the terminal drew, and the new
 // size after the window shrinks (channel 4); the processes list shows
 // the shell; a process started from the page's form is killed with its
-// button; Pause and Resume change the sandbox's state; `exit 3` shows
+// button; a file written through the API, opened by its path, shows as
+// text (markup in it stays text); Pause and Resume change the sandbox's state; `exit 3` shows
 // "exited 3" (channel 3).
 func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	ctx := newBrowser(t)
@@ -204,6 +205,14 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	if !killed {
 		t.Errorf("the API lists %+v, want sh -c sleep 300 canceled", procs.Processes)
 	}
+
+	if code := s.call(t, "PUT", "/v1/sandboxes/ui-term/files?path=notes/hello.txt", "application/octet-stream", []byte("kept <b>as text</b>\n"), nil); code != 200 && code != 201 {
+		t.Fatalf("write a file = %d", code)
+	}
+	run(t, ctx, "a file opened by its path shows as text", 20*time.Second,
+		chromedp.SetValue("#files-path", "notes/hello.txt", chromedp.ByQuery),
+		chromedp.Click("#files-open", chromedp.ByQuery),
+		waitJS(`document.querySelector("#files-text").textContent === "kept <b>as text</b>\n"`))
 
 	run(t, ctx, "pause from the page", 30*time.Second,
 		chromedp.Click("#session-pause", chromedp.ByQuery),
