@@ -75,7 +75,7 @@ export async function sessionPage(main, id, signal) {
       ['Network', (r.network || {}).mode || 'disabled'],
       ['Metadata', metadataText(r.metadata)],
       ['Execs', String(r.execs || 0)],
-      ['Processes run', String(r.processes || 0)],
+      ['Processes ended', String(r.processes || 0)],
       r.last_run && ['Last run', h('span', { class: 'mono' }, r.last_run)],
       r.policy && ['Policy', json(r.policy)],
       r.error && ['Error', h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`)],
@@ -121,7 +121,7 @@ export async function sessionPage(main, id, signal) {
       return h('tr', { 'data-pid': String(p.pid) },
         h('td', { class: 'num' }, String(p.pid)), h('td', { class: 'ellipsis' }, p.tag || '—'),
         h('td', { class: 'mono ellipsis', title: (p.argv || []).join(' ') }, (p.argv || []).join(' '), p.pty ? h('span', { class: 'muted' }, ' (pty)') : ''),
-        h('td', {}, badge(running ? 'running' : (p.status || p.state))), h('td', { class: 'num' }, exit), h('td', { class: 'num' }, fmtTime(p.started_at)),
+        h('td', {}, badge(running ? 'running' : (p.status || p.state))), h('td', { class: 'num' }, exit), h('td', { class: 'num ellipsis' }, fmtTime(p.started_at)),
         h('td', {}, running ? h('button', { type: 'button', class: 'danger', 'aria-label': `Kill process ${p.pid}`, onclick: () => kill(p.pid) }, 'Kill') : ''));
     }));
   };
