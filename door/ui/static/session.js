@@ -122,7 +122,9 @@ export async function sessionPage(main, id, signal) {
         h('td', { class: 'num' }, String(p.pid)), h('td', { class: 'ellipsis' }, p.tag || '—'),
         h('td', { class: 'mono ellipsis', title: (p.argv || []).join(' ') }, (p.argv || []).join(' '), p.pty ? h('span', { class: 'muted' }, ' (pty)') : ''),
         h('td', {}, badge(running ? 'running' : (p.status || p.state))), h('td', { class: 'num' }, exit), h('td', { class: 'num ellipsis' }, fmtTime(p.started_at)),
-        h('td', {}, running ? h('button', { type: 'button', class: 'danger', 'aria-label': `Kill process ${p.pid}`, onclick: () => kill(p.pid) }, 'Kill') : ''));
+        h('td', {}, h('div', { class: 'acts' },
+          running && p.pty ? h('button', { type: 'button', 'aria-label': `Attach the terminal to process ${p.pid}`, onclick: () => attach(p.pid) }, 'Attach') : '',
+          running ? h('button', { type: 'button', class: 'danger', 'aria-label': `Kill process ${p.pid}`, onclick: () => kill(p.pid) }, 'Kill') : '')));
     }));
   };
   const kill = async (pid) => {
@@ -141,8 +143,10 @@ export async function sessionPage(main, id, signal) {
     readProcs();
   };
 
+  // attach opens the terminal on a new shell (pid undefined) or on a
+  // running process with a pty, detaching the one it showed.
   let terminal = null;
-  newTerm.onclick = async () => {
+  const attach = async (pid) => {
     if (terminal) terminal.close();
     terminal = null;
     termEl.replaceChildren();
@@ -150,6 +154,7 @@ export async function sessionPage(main, id, signal) {
     try {
       terminal = await openTerminal(termEl, id, {
         signal,
+        pid,
         onState: (text, ended) => {
           termState.textContent = text;
           if (ended) readProcs();
@@ -161,6 +166,7 @@ export async function sessionPage(main, id, signal) {
     }
     readProcs();
   };
+  newTerm.onclick = () => attach();
 
   await readRecord();
   readProcs();

@@ -25,11 +25,13 @@ export function exitText(status) {
 }
 
 // openTerminal starts `sh` with a pty sized to the terminal drawn in el
-// and attaches it. onState(text, ended) reports the connection
-// ("connecting", "running, pid N", "exited 0", ...). It returns
-// { pid, close }; close (or signal's abort) detaches the terminal and
-// leaves the shell running, as closing any socket does.
-export async function openTerminal(el, sandbox, { signal, onState }) {
+// and attaches it, or, given pid, attaches that running process (its
+// output from the start of what its buffer still holds, then live).
+// onState(text, ended) reports the connection ("running, pid N",
+// "exited 0", ...). It returns { pid, close }; close (or signal's abort)
+// detaches the terminal and leaves the process running, as closing any
+// socket does.
+export async function openTerminal(el, sandbox, { signal, onState, pid }) {
   const term = new Terminal({ theme, fontFamily: '"DejaVu Sans Mono", "Liberation Mono", ui-monospace, Menlo, monospace', fontSize: 13, cursorBlink: true, scrollback: 5000 });
   const fit = new FitAddon();
   term.loadAddon(fit);
@@ -41,11 +43,11 @@ export async function openTerminal(el, sandbox, { signal, onState }) {
   fit.fit();
   el.dataset.cols = term.cols;
   el.dataset.rows = term.rows;
-  onState('starting a shell…', false);
+  onState(pid ? 'attaching…' : 'starting a shell…', false);
   const base = '/v1/sandboxes/' + encodeURIComponent(sandbox) + '/processes';
-  let proc;
+  let proc = { pid };
   try {
-    proc = await getJSON(base, { method: 'POST', signal, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ argv: ['sh'], pty: { cols: term.cols, rows: term.rows }, tag: 'terminal' }) });
+    if (!pid) proc = await getJSON(base, { method: 'POST', signal, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ argv: ['sh'], pty: { cols: term.cols, rows: term.rows }, tag: 'terminal' }) });
   } catch (e) {
     term.dispose();
     dropStyles();

@@ -91,7 +91,9 @@ func typeKeys(keys string) chromedp.Action {
 // the CSP); `stty size` reports the size the terminal drew, and the new
 // size after the window shrinks (channel 4); the processes list shows
 // the shell; a process started from the page's form is killed with its
-// button; a file written through the API, opened by its path, shows as
+// button; after a second terminal, Attach on the first shell's row
+// shows its earlier output again (replayed from its buffer) and takes
+// input; a file written through the API, opened by its path, shows as
 // text (markup in it stays text); Pause and Resume change the sandbox's state; `exit 3` shows
 // "exited 3" (channel 3).
 func TestSessionTerminalTakesTypedInput(t *testing.T) {
@@ -228,6 +230,13 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 		t.Errorf("after Resume the API says %q, want running", got)
 	}
 
+	run(t, ctx, "Attach reattaches the terminal to the running shell", 30*time.Second,
+		chromedp.Click(`#session-new-terminal`, chromedp.ByQuery),
+		waitJS(`document.querySelector("#session-terminal").dataset.pid !== `+fmt.Sprintf("%q", pid)),
+		waitJS(`document.querySelector("#session-terminal-state").textContent.startsWith("running, pid ")`),
+		chromedp.Click(fmt.Sprintf(`#session-processes tr[data-pid=%q] button[aria-label^="Attach"]`, pid), chromedp.ByQuery),
+		waitJS(fmt.Sprintf(`document.querySelector("#session-terminal-state").textContent === "running, pid %s"`, pid)),
+		waitJS(rowIs("hello-from-xterm")))
 	run(t, ctx, "exit ends the shell and says so", 30*time.Second,
 		typeLine("exit 3"),
 		waitJS(`document.querySelector("#session-terminal-state").textContent === "exited 3"`),
