@@ -9,8 +9,19 @@ import { filesBrowser } from './sessionfiles.js';
 
 const live_ = new Set(['starting', 'running', 'paused']);
 
+// unitSuffix ends a usage figure's name with its unit.
+const unitSuffix = /_(bytes|ms|ns|us|s|seconds)$/;
+
+// usageLabel is a usage figure's name without its unit ("cpu_time_ms":
+// "CPU time").
+function usageLabel(k) {
+  const words = k.replace(unitSuffix, '').replace(/_/g, ' ').replace(/^cpu\b/, 'CPU');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
 // usageValue formats one usage figure by its name's unit suffix.
 function usageValue(k, v) {
+  if (/_at$/.test(k)) return fmtTime(v);
   if (typeof v !== 'number') return typeof v === 'object' ? JSON.stringify(v) : String(v);
   if (/_bytes$/.test(k)) return fmtBytes(v);
   if (/_ms$/.test(k)) return fmtDuration(v);
@@ -20,12 +31,18 @@ function usageValue(k, v) {
   return String(v);
 }
 
+// usageRows is a record's usage as [label, value] pairs, in its order.
+export function usageRows(usage) {
+  return Object.entries(usage).map(([k, v]) => [usageLabel(k), usageValue(k, v)]);
+}
+
 export async function sessionPage(main, id, signal) {
   const base = '/v1/sandboxes/' + encodeURIComponent(id);
   const st = badge('');
   const pause = h('button', { type: 'button', id: 'session-pause', disabled: true }, 'Pause');
   const resume = h('button', { type: 'button', id: 'session-resume', disabled: true }, 'Resume');
   const del = h('button', { type: 'button', id: 'session-delete', class: 'danger', disabled: true }, 'Delete');
+  const refresh = h('button', { type: 'button', id: 'session-refresh' }, 'Refresh');
   const err = h('div', { class: 'err-slot', id: 'session-error' });
   const record = h('div', { id: 'session-record' });
   const usage = h('div', { id: 'session-usage' }, h('p', { class: 'muted' }, 'No usage in the record.'));
@@ -37,14 +54,13 @@ export async function sessionPage(main, id, signal) {
   const procErr = h('div', { class: 'err-slot' });
   main.append(
     h('p', { class: 'crumbs' }, h('a', { href: '#/sessions' }, '← Sessions')),
-    h('div', { class: 'head' }, h('h1', {}, 'Sandbox ', h('span', { class: 'mono' }, id)), st, h('span', { class: 'spacer' }), pause, resume, del),
+    h('div', { class: 'head' }, h('h1', {}, 'Sandbox ', h('span', { class: 'mono' }, id)), st, h('span', { class: 'spacer' }), refresh, pause, resume, del),
     err,
     h('div', { class: 'grid2' }, section('Record', record), section('Usage', usage)),
     section('Terminal', h('div', { class: 'filters' }, newTerm), termEl, termState),
     section('Processes',
       h('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); start(); } },
-        h('label', { for: 'session-cmd' }, 'Command (run with sh -c)'), cmd, h('button', { type: 'submit', id: 'session-start' }, 'Start'),
-        h('button', { type: 'button', onclick: () => readProcs() }, 'Refresh')),
+        h('label', { for: 'session-cmd' }, 'Command (run with sh -c)'), cmd, h('button', { type: 'submit', id: 'session-start' }, 'Start')),
       procErr,
       h('div', { class: 'table-wrap' }, h('table', { class: 'list procs' },
         h('colgroup', {}, h('col', { class: 'c-pid' }), h('col', { class: 'c-tag' }), h('col', {}), h('col', { class: 'c-status' }), h('col', { class: 'c-code' }), h('col', { class: 'c-started' }), h('col', { class: 'c-act' })),
@@ -81,7 +97,7 @@ export async function sessionPage(main, id, signal) {
       r.error && ['Error', h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`)],
     ]));
     if (r.usage && typeof r.usage === 'object') {
-      usage.replaceChildren(kv(Object.entries(r.usage).map(([k, v]) => [k.replace(/_/g, ' '), usageValue(k, v)])));
+      usage.replaceChildren(kv(usageRows(r.usage)));
     }
   };
   const readRecord = async () => {
@@ -167,6 +183,9 @@ export async function sessionPage(main, id, signal) {
     readProcs();
   };
   newTerm.onclick = () => attach();
+  // Usage is read with the record, and processes have no stream: Refresh
+  // reads both again.
+  refresh.onclick = () => { readRecord(); readProcs(); };
 
   await readRecord();
   readProcs();

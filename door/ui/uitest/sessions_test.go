@@ -11,8 +11,10 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent-runner/agent-runner/auth"
 )
@@ -144,6 +146,15 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	run(t, ctx, "type echo into the terminal", 30*time.Second,
 		typeLine("echo hello-from-xterm"),
 		waitJS(rowIs("hello-from-xterm")))
+	// The usage another part of serve adds to a live sandbox's record,
+	// as the page shows it (local_process reads none).
+	var usage [][]string
+	run(t, ctx, "format a usage", 10*time.Second,
+		chromedp.Evaluate(`import("/ui/session.js").then((m) => m.usageRows({cpu_time_ms: 1500, memory_bytes: 3145728, peak_memory_bytes: 1024, processes: 2}))`, &usage,
+			func(p *cdpruntime.EvaluateParams) *cdpruntime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if diff := cmp.Diff([][]string{{"CPU time", "1.5 s"}, {"Memory", "3.0 MiB"}, {"Peak memory", "1.0 KiB"}, {"Processes", "2"}}, usage); diff != "" {
+		t.Errorf("usageRows (-want +got):\n%s", diff)
+	}
 	var font string
 	run(t, ctx, "read the rows' font", 10*time.Second,
 		chromedp.Evaluate(`getComputedStyle(document.querySelector("#session-terminal .xterm-rows")).fontFamily`, &font))
