@@ -129,41 +129,42 @@ func TestProcessCalls(t *testing.T) {
 	if _, err := c.CreateSandbox(ctx, client.SandboxRequest{ID: "p"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.StartProcess(ctx, "p", client.ProcessRequest{Argv: []string{"sh", "-c", "echo one; read x; echo two-$x; echo err >&2; exec sleep 3600"}, Tag: "worker"})
+	p, err := c.StartProcess(ctx, "p", client.ProcessRequest{Argv: []string{"sh", "-c", "echo one; read x; echo err-$x >&2; read y; echo two-$y; exec sleep 3600"}, Tag: "worker"})
 	if err != nil || p.State != "running" || p.Tag != "worker" || p.PID == 0 {
 		t.Fatalf("StartProcess = %+v, %v", p, err)
 	}
 	// From the start: the process's record, then its output; it reads
-	// a line once it said one.
+	// a line once it said one, and another once it said err (so its
+	// stdout and stderr come in this order).
 	var got []string
 	stop := context.Canceled
-	follow := func(from int64) error {
+	follow := func(from int64, answer bool) error {
 		got = nil
 		return c.FollowProcess(ctx, "p", p.PID, from, func(ev client.ProcessEvent) error {
 			got = append(got, ev.Type+":"+string(ev.Data))
-			if strings.Contains(string(ev.Data), "one") {
+			if answer && (strings.Contains(string(ev.Data), "one") || strings.Contains(string(ev.Data), "err")) {
 				if err := c.WriteProcessStdin(ctx, "p", p.PID, []byte("hi\n"), false); err != nil {
 					return err
 				}
 			}
-			if strings.Contains(string(ev.Data), "err") {
+			if strings.Contains(string(ev.Data), "two") {
 				return stop
 			}
 			return nil
 		})
 	}
-	if err := follow(0); err != stop || len(got) < 2 || got[0] != "start:" || got[1] != "stdout:one\n" {
+	if err := follow(0, true); err != stop || len(got) < 2 || got[0] != "start:" || got[1] != "stdout:one\n" {
 		t.Fatalf("FollowProcess(0) = %v, events %q", err, got)
 	}
 	// From offset 4 ("one\n" read): only the rest, by stream.
-	if err := follow(4); err != stop {
+	if err := follow(4, false); err != stop {
 		t.Fatalf("FollowProcess(4) = %v", err)
 	}
-	if diff := cmp.Diff([]string{"stdout:two-hi\n", "stderr:err\n"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"stderr:err-hi\n", "stdout:two-hi\n"}, got); diff != "" {
 		t.Errorf("events from offset 4 (-want +got):\n%s", diff)
 	}
 	list, err := c.ListProcesses(ctx, "p")
-	if err != nil || len(list) != 1 || list[0].PID != p.PID || list[0].OutputBytes != 15 {
+	if err != nil || len(list) != 1 || list[0].PID != p.PID || list[0].OutputBytes != 18 {
 		t.Errorf("ListProcesses = %+v, %v", list, err)
 	}
 	err = c.ResizeProcess(ctx, "p", p.PID, client.PtySize{Cols: 10, Rows: 10})
