@@ -106,11 +106,16 @@ func TestSandboxShellOnATerminal(t *testing.T) {
 	if err := unix.IoctlSetWinsize(int(p.master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: 120}); err != nil {
 		t.Fatal(err)
 	}
-	// The resize travels beside the typing: ask until it arrived.
-	for {
+	// The resize travels beside the typing: ask until it arrived (the
+	// bound only keeps a lost resize from hanging the test).
+	for give := time.Now().Add(time.Minute); ; {
 		p.master.Write([]byte("stty size; echo end-$((1+2))\n"))
-		if shown := screen.waitFor("end-3"); strings.Contains(shown, "40 120") {
+		shown := screen.waitFor("end-3")
+		if strings.Contains(shown, "40 120") {
 			break
+		}
+		if time.Now().After(give) {
+			t.Fatalf("after the terminal became 120x40, stty size still shows %q", shown)
 		}
 	}
 	p.master.Write([]byte("exit 4\n"))
