@@ -161,9 +161,15 @@ func (d WorkspaceDir) ReadFileRange(ctx context.Context, rel string, w io.Writer
 	return span, treeError(err, rel)
 }
 
-// open opens the workspace directory itself, refusing a symlink there.
+// open opens the workspace directory itself, refusing a symlink there
+// (ELOOP).
 func (d WorkspaceDir) open() (int, error) {
-	return unix.Open(string(d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(string(d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	var st unix.Stat_t
+	if errors.Is(err, unix.ENOTDIR) && unix.Lstat(string(d), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		err = unix.ELOOP // O_DIRECTORY|O_NOFOLLOW says ENOTDIR for a link
+	}
+	return fd, err
 }
 
 // treePath is rel cleaned ("" is the root), or validation.path_escape.
