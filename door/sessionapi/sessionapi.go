@@ -41,8 +41,11 @@ var routes = []route{
 	{pattern: "POST /v1/sandboxes/{id}/pause", h: servePause},
 	{pattern: "POST /v1/sandboxes/{id}/resume", h: serveResume},
 	{pattern: "POST /v1/sandboxes/{id}/exec", h: serveExec},
-	{pattern: "GET /v1/sandboxes/{id}/files", h: serveReadFile},
+	{pattern: "GET /v1/sandboxes/{id}/files", h: serveGetFiles},
 	{pattern: "PUT /v1/sandboxes/{id}/files", h: serveWriteFile, raw: true},
+	{pattern: "DELETE /v1/sandboxes/{id}/files", h: serveRemoveFile},
+	{pattern: "GET /v1/sandboxes/{id}/files/stat", h: serveStatFile},
+	{pattern: "POST /v1/sandboxes/{id}/files/move", h: serveMoveFile},
 	{pattern: "POST /v1/sandboxes/{id}/processes", h: serveStartProcess},
 	{pattern: "GET /v1/sandboxes/{id}/processes", h: serveListProcesses},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}", h: serveGetProcess},
@@ -181,17 +184,6 @@ func serveExec(s *session.Service, w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Exec(r.Context(), r.PathValue("id"), req)
 	reply(w, http.StatusOK, res, err)
-}
-
-func serveReadFile(s *session.Service, w http.ResponseWriter, r *http.Request) {
-	var buf bytes.Buffer
-	if err := s.ReadFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), &buf); err != nil {
-		httpreply.Error(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	buf.WriteTo(w)
 }
 
 func serveWriteFile(s *session.Service, w http.ResponseWriter, r *http.Request) {

@@ -1,15 +1,18 @@
 """Kept sandboxes (docs/sessions.md): /v1/sandboxes.
 
 ``Client.create_sandbox`` returns a ``Sandbox``, a handle over one kept
-sandbox: ``exec`` runs a command in it and waits, ``files`` reads and
-writes its workspace's files, ``processes`` runs background processes
-and ``terminal`` opens an interactive one (processes.py, terminal.py),
-``pause``/``resume``/``set_timeout``/``delete`` control its life. Every call raises ``APIError`` with the
-server's stable code (``session.not_running`` on a paused or ended one).
+sandbox: ``exec`` runs a command in it and waits, ``files`` reads (whole
+or a range), writes, lists, stats, removes and moves its workspace's
+files, ``processes`` runs background processes and ``terminal`` opens an
+interactive one (processes.py, terminal.py), ``pause``/``resume``/
+``set_timeout``/``delete`` control its life. Every call raises
+``APIError`` with the server's stable code (``session.not_running`` on a
+paused or ended one).
 """
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +33,50 @@ class SandboxFiles:
     def __init__(self, sandbox: "Sandbox"):
         self._sandbox = sandbox
 
-    def read(self, path: str) -> bytes:
-        """The regular file's bytes (job.not_found when it is missing)."""
-        _, raw, _ = self._sandbox._client._request("GET", self._url(path))
+    def read(self, path: str, *, offset: int | None = None, length: int | None = None) -> bytes:
+        """The regular file's bytes (job.not_found when it is missing); with
+        offset, length bytes from there (None: to the end) as one HTTP range,
+        a negative offset its last -offset bytes (a range past the end is
+        validation.range_not_satisfiable). A directory raises
+        validation.invalid_request (list() lists it)."""
+        headers = {}
+        if offset is not None:
+            if offset < 0:
+                headers["Range"] = f"bytes=-{-offset}"
+            elif length:
+                headers["Range"] = f"bytes={offset}-{offset + length - 1}"
+            else:
+                headers["Range"] = f"bytes={offset}-"
+        _, raw, hdrs = self._sandbox._client._request("GET", self._url(path), headers=headers)
+        if (hdrs.get("Content-Type") or "").startswith("application/json"):
+            from .client import APIError  # client imports this module
+            raise APIError(422, "validation.invalid_request", f"{path} is a directory", {"path": path})
         return raw
+
+    def list(self, path: str = "") -> dict:
+        """The directory's listing ("" is the workspace root): {"path", "entries":
+        [{"name", "path", "type" (file, dir, symlink, other), "size", "mode"
+        ("0644"), "modified_at"}], "truncated"}, sorted by name."""
+        _, raw, hdrs = self._sandbox._client._request("GET", self._url(path))
+        if not (hdrs.get("Content-Type") or "").startswith("application/json"):
+            from .client import APIError  # client imports this module
+            raise APIError(422, "validation.invalid_request", f"{path} is not a directory", {"path": path})
+        return json.loads(raw)
+
+    def stat(self, path: str) -> dict:
+        """One entry as lstat describes it; a symlink with its "symlink_target"."""
+        return self._sandbox._client._json("GET", _path(self._sandbox.id) + "/files/stat?" + urllib.parse.urlencode({"path": path}))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        """Remove a file, a symlink (the link) or an empty directory; a directory
+        with entries only with recursive (else session.directory_not_empty)."""
+        query = {"recursive": "true" if recursive else "false"}
+        self._sandbox._client._request("DELETE", self._url(path, query))
+
+    def move(self, src: str, dst: str) -> dict:
+        """Rename src to dst, creating dst's parents; what is at dst is replaced
+        unless it is a directory with entries. Returns {"from", "to"}."""
+        return self._sandbox._client._json("POST", _path(self._sandbox.id) + "/files/move", {"from": src, "to": dst})
 
     def write(self, path: str, data: bytes | str, mode: int | None = None) -> dict:
         """Write data (str is UTF-8) atomically, creating missing parents;
