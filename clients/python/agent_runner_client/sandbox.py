@@ -3,9 +3,11 @@
 ``Client.create_sandbox`` returns a ``Sandbox``, a handle over one kept
 sandbox: ``exec`` runs a command in it and waits, ``files`` reads (whole
 or a range), writes, lists, stats, removes and moves its workspace's
-files, ``pause``/``resume``/``set_timeout``/
-``delete`` control its life. Every call raises ``APIError`` with the
-server's stable code (``session.not_running`` on a paused or ended one).
+files, ``processes`` runs background processes and ``terminal`` opens an
+interactive one (processes.py, terminal.py), ``pause``/``resume``/
+``set_timeout``/``delete`` control its life. Every call raises
+``APIError`` with the server's stable code (``session.not_running`` on a
+paused or ended one).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from __future__ import annotations
 import json
 import urllib.parse
 from typing import TYPE_CHECKING, Any
+
+from .processes import SandboxProcesses
+from .terminal import Terminal
 
 if TYPE_CHECKING:
     from .client import Client
@@ -92,6 +97,7 @@ class Sandbox:
         self._client = client
         self.record = record
         self.files = SandboxFiles(self)
+        self.processes = SandboxProcesses(self)
 
     @property
     def id(self) -> str:
@@ -127,6 +133,11 @@ class Sandbox:
         # The HTTP wait outlasts the exec's own timeout (the server's default is 120 s).
         http_timeout = max(self._client.timeout, (timeout if timeout is not None else 120) + 30)
         return self._client._json("POST", _path(self.id) + "/exec", body, timeout=http_timeout)
+
+    def terminal(self, argv: list[str] | None = None, *, cols: int = 80, rows: int = 24, **fields: Any) -> Terminal:
+        """Start argv (default: bash, else sh) on a cols x rows pty and
+        attach a Terminal to it (processes.py; fields: cwd, env, tag)."""
+        return self.processes.terminal(argv, cols=cols, rows=rows, **fields)
 
     def pause(self) -> "Sandbox":
         """Freeze every process of the sandbox."""
