@@ -26,7 +26,8 @@ import (
 // X-Forwarded-For, -Host and -Proto say who asked, and
 // X-Forwarded-Prefix is the route's prefix, so a server can build its
 // own links. Every answer of the sandbox's server carries
-// Content-Security-Policy: sandbox (without allow-same-origin): a page
+// Content-Security-Policy: sandbox (without allow-same-origin; added to
+// any policy of the server's own, all of which a browser enforces): a page
 // it serves runs in an opaque origin, never with the runner's, so its
 // scripts cannot call the runner's API as the browser that opened it.
 
@@ -99,7 +100,7 @@ func servePort(s *session.Service, w http.ResponseWriter, r *http.Request) {
 		Rewrite:        func(pr *httputil.ProxyRequest) { rewrite(pr, prefix, port) },
 		Transport:      tr,
 		FlushInterval:  -1,
-		ModifyResponse: func(resp *http.Response) error { resp.Header.Set("Content-Security-Policy", proxyCSP); return nil },
+		ModifyResponse: func(resp *http.Response) error { resp.Header.Add("Content-Security-Policy", proxyCSP); return nil },
 		ErrorHandler:   proxyError,
 		ErrorLog:       log.New(io.Discard, "", 0),
 	}

@@ -181,7 +181,7 @@ class Sandbox:
             with urllib.request.urlopen(req, timeout=timeout or self._client.timeout) as resp:
                 return resp.status, resp.headers, resp.read()
         except urllib.error.HTTPError as e:
-            if (e.headers.get("Content-Security-Policy") or "").startswith("sandbox"):
+            if any(v.startswith("sandbox") for v in e.headers.get_all("Content-Security-Policy") or []):
                 return e.code, e.headers, e.read()
             from .client import _api_error  # client imports this module
             raise _api_error(e) from None
