@@ -34,8 +34,8 @@ type seen struct {
 }
 
 // portServer listens on a loopback port the kernel picks, prints it,
-// and serves /echo (the request it got, as JSON) and /ws (a WebSocket
-// echoing every message).
+// and serves /echo (the request it got, as JSON), /count (how many
+// bytes the body had) and /ws (a WebSocket echoing every message).
 func portServer() {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -48,6 +48,10 @@ func portServer() {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(seen{Method: r.Method, Path: r.URL.Path, RawPath: r.URL.RawPath, Query: r.URL.RawQuery, Host: r.Host, Body: string(body), Header: r.Header})
+	})
+	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, n)
 	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})

@@ -168,6 +168,18 @@ func TestPortsProxy(t *testing.T) {
 				}
 			}
 
+			// A body far over the JSON routes' cap is streamed through.
+			big := int64(3 * sessionapi.MaxBodyBytes)
+			resp, err = http.Post(base+"/count", "application/octet-stream", io.LimitReader(zeros{}, big))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(n) != strconv.FormatInt(big, 10) {
+				t.Errorf("the server counted %q bytes of a %d-byte body", n, big)
+			}
+
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws", nil)
@@ -229,4 +241,12 @@ func TestPortsErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
