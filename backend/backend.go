@@ -14,7 +14,8 @@
 // Its sandboxes may also offer SandboxFiles (sandboxfiles.go: stat,
 // listings, ranged reads, removal, moves), which a backend whose
 // workspace the host reaches as a directory implements with
-// WorkspaceDir.
+// WorkspaceDir. They may offer PortDialer (ports.go): a connection to a
+// server listening on the sandbox's own loopback.
 package backend
 
 import (

@@ -67,6 +67,10 @@ const (
 	// CodeRangeNotSatisfiable: a ranged file read whose range selects
 	// no byte of the file (416; details.size is the file's).
 	CodeRangeNotSatisfiable Code = "validation.range_not_satisfiable"
+	// CodeSessionPortUnreachable: nothing accepts connections on the
+	// sandbox's loopback port a proxied request names (refused, or no
+	// answer in time) (502).
+	CodeSessionPortUnreachable Code = "session.port_unreachable"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

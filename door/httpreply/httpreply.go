@@ -31,6 +31,8 @@ func Status(c job.Code) int {
 		return http.StatusServiceUnavailable
 	case job.CodeSessionLimit:
 		return http.StatusTooManyRequests
+	case job.CodeSessionPortUnreachable:
+		return http.StatusBadGateway
 	case job.CodeUnauthorized:
 		return http.StatusUnauthorized
 	case job.CodeForbidden:

@@ -28,11 +28,12 @@ type route struct {
 	pattern string
 	h       func(*session.Service, http.ResponseWriter, *http.Request)
 	// raw says the route's body is raw bytes (application/octet-stream),
-	// not JSON: RawBodyPatterns.
-	raw bool
+	// not JSON: RawBodyPatterns. anyBody says it may be of any type
+	// (the ports proxy): AnyBodyPatterns.
+	raw, anyBody bool
 }
 
-var routes = []route{
+var routes = append([]route{
 	{pattern: "POST /v1/sandboxes", h: serveCreate},
 	{pattern: "GET /v1/sandboxes", h: serveList},
 	{pattern: "GET /v1/sandboxes/{id}", h: serveGet},
@@ -55,7 +56,7 @@ var routes = []route{
 	{pattern: "POST /v1/sandboxes/{id}/processes/{pid}/resize", h: serveResize},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/events", h: serveProcessEvents},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/ws", h: serveProcessSocket},
-}
+}, portRoutes()...)
 
 // Routes registers the sessions routes over s on mux, each wrapped with
 // wrap(auth.ScopeSessions, h) (serve's Auth).
@@ -73,6 +74,20 @@ func RawBodyPatterns() []string {
 	var out []string
 	for _, r := range routes {
 		if r.raw {
+			out = append(out, r.pattern)
+		}
+	}
+	return out
+}
+
+// AnyBodyPatterns lists the routes whose body may have any content
+// type (the ports proxy: the sandbox's server decides what it takes),
+// for the server's guard to let them through
+// (httpapi.Server.AcceptAnyBody).
+func AnyBodyPatterns() []string {
+	var out []string
+	for _, r := range routes {
+		if r.anyBody {
 			out = append(out, r.pattern)
 		}
 	}

@@ -5,15 +5,18 @@ sandbox: ``exec`` runs a command in it and waits, ``files`` reads (whole
 or a range), writes, lists, stats, removes and moves its workspace's
 files, ``processes`` runs background processes and ``terminal`` opens an
 interactive one (processes.py, terminal.py), ``pause``/``resume``/
-``set_timeout``/``delete`` control its life. Every call raises
-``APIError`` with the server's stable code (``session.not_running`` on a
-paused or ended one).
+``set_timeout``/``delete`` control its life; ``port_url`` and
+``port_request`` reach a server listening on a port inside it. Every call
+raises ``APIError`` with the server's stable code (``session.not_running``
+on a paused or ended one).
 """
 
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.parse
+import urllib.request
 from typing import TYPE_CHECKING, Any
 
 from .processes import SandboxProcesses
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
 
 def _path(sandbox_id: str) -> str:
     return "/v1/sandboxes/" + urllib.parse.quote(sandbox_id, safe="")
+
+
+def _port_path(sandbox_id: str, port: int, path: str) -> str:
+    return _path(sandbox_id) + "/ports/" + str(int(port)) + "/" + path.lstrip("/")
 
 
 class SandboxFiles:
@@ -154,6 +161,41 @@ class Sandbox:
     def delete(self) -> "Sandbox":
         """Kill its processes and remove its workspace; the record stays, stopped."""
         return self._set(self._client._json("DELETE", _path(self.id)))
+
+    def port_url(self, port: int, path: str = "/") -> str:
+        """The URL that proxies to path (with its query, as written) on a
+        server listening on 127.0.0.1:port inside the sandbox (docs/sessions.md,
+        "Ports"); a request to it needs the client's token in Authorization,
+        which the server in the sandbox never sees (port_request sends it)."""
+        return self._client.base_url + _port_path(self.id, port, path)
+
+    def port_request(self, port: int, path: str = "/", *, method: str = "GET", data: bytes | str | None = None,
+                     content_type: str | None = None, headers: dict[str, str] | None = None,
+                     timeout: float | None = None) -> tuple[int, Any, bytes]:
+        """Send one request through the port route and return (status,
+        headers, body) as the server in the sandbox answered it: its own
+        errors (a 404 of its) are answers, not exceptions. What the runner
+        refuses raises APIError: a bad port (422), nothing listening (502
+        session.port_unreachable), a paused or ended sandbox (409
+        session.not_running). Every answer of the sandbox's server carries
+        the proxy's Content-Security-Policy (sandbox ...); the runner's own
+        refusals do not, which is how the two are told apart."""
+        body = data.encode() if isinstance(data, str) else data
+        req = urllib.request.Request(self.port_url(port, path), data=body, method=method)
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        if content_type is not None:
+            req.add_header("Content-Type", content_type)
+        if self._client.token:
+            req.add_header("Authorization", "Bearer " + self._client.token)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self._client.timeout) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as e:
+            if any(v.startswith("sandbox") for v in e.headers.get_all("Content-Security-Policy") or []):
+                return e.code, e.headers, e.read()
+            from .client import _api_error  # client imports this module
+            raise _api_error(e) from None
 
     def _set(self, record: dict) -> "Sandbox":
         self.record = record

@@ -1,3 +1,4 @@
+import time
 import uuid
 
 import pytest
@@ -122,5 +123,38 @@ def test_sandbox_files_tree(server):
         with pytest.raises(APIError) as e:
             sandbox.files.stat("src")
         assert e.value.code == "job.not_found"
+    finally:
+        sandbox.delete()
+
+
+def test_sandbox_port(server, workspace):
+    c = Client(server)
+    sandbox = c.create_sandbox(workspace=workspace, timeout=600)
+    try:
+        assert sandbox.port_url(8000, "/input.txt?x=1") == f"{server}/v1/sandboxes/{sandbox.id}/ports/8000/input.txt?x=1"
+        with pytest.raises(APIError) as e:
+            sandbox.port_request(8000, "/input.txt")
+        assert (e.value.status, e.value.code) == (502, "session.port_unreachable")
+        with pytest.raises(APIError) as e:
+            sandbox.port_request(0)
+        assert (e.value.status, e.value.code) == (422, "validation.invalid_request")
+
+        c._json("POST", f"/v1/sandboxes/{sandbox.id}/processes",
+                {"argv": ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1"]})
+        # Until it listens, the port is unreachable.
+        for _ in range(600):
+            try:
+                status, headers, body = sandbox.port_request(8000, "/input.txt")
+                break
+            except APIError as err:
+                assert err.code == "session.port_unreachable"
+                time.sleep(0.05)
+        assert (status, body) == (200, b"hello from the workspace\n")
+        assert headers["Content-Security-Policy"].startswith("sandbox")
+        # The server's own answers, errors too, are answers.
+        status, _, _ = sandbox.port_request(8000, "/missing.txt")
+        assert status == 404
+        status, _, _ = sandbox.port_request(8000, "/", method="POST", data="a=b", content_type="application/x-www-form-urlencoded")
+        assert status == 501
     finally:
         sandbox.delete()
