@@ -133,11 +133,11 @@ export async function sessionPage(main, id, signal) {
     }
     procs.replaceChildren(...list.map((p) => {
       const running = p.state === 'running';
-      const exit = p.exit_code === null || p.exit_code === undefined ? (p.status && !running ? p.status : '—') : String(p.exit_code);
+      const exit = p.exit_code === null || p.exit_code === undefined ? '—' : String(p.exit_code);
       return h('tr', { 'data-pid': String(p.pid) },
         h('td', { class: 'num' }, String(p.pid)), h('td', { class: 'ellipsis' }, p.tag || '—'),
         h('td', { class: 'mono ellipsis', title: (p.argv || []).join(' ') }, (p.argv || []).join(' '), p.pty ? h('span', { class: 'muted' }, ' (pty)') : ''),
-        h('td', {}, badge(running ? 'running' : (p.status || p.state))), h('td', { class: 'num' }, exit), h('td', { class: 'num ellipsis' }, fmtTime(p.started_at)),
+        h('td', {}, badge(running ? 'running' : (p.status || p.state))), h('td', { class: 'num' }, exit), h('td', { class: 'num ellipsis', title: fmtTime(p.started_at) }, fmtTime(p.started_at)),
         h('td', {}, h('div', { class: 'acts' },
           running && p.pty ? h('button', { type: 'button', 'aria-label': `Attach the terminal to process ${p.pid}`, onclick: () => attach(p.pid) }, 'Attach') : '',
           running ? h('button', { type: 'button', class: 'danger', 'aria-label': `Kill process ${p.pid}`, onclick: () => kill(p.pid) }, 'Kill') : '')));

@@ -95,8 +95,9 @@ func typeKeys(keys string) chromedp.Action {
 // the shell; a process started from the page's form is killed with its
 // button; after a second terminal, Attach on the first shell's row
 // shows its earlier output again (replayed from its buffer) and takes
-// input; a file written through the API, opened by its path, shows as
-// text (markup in it stays text); Pause and Resume change the sandbox's state; `exit 3` shows
+// input; a file written through the API is reached through the
+// directory listings (root, then its directory) and shows as text
+// (markup in it stays text), and so when opened by its path; Pause and Resume change the sandbox's state; `exit 3` shows
 // "exited 3" (channel 3).
 func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	ctx := newBrowser(t)
@@ -222,7 +223,19 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 	if code := s.call(t, "PUT", "/v1/sandboxes/ui-term/files?path=notes/hello.txt", "application/octet-stream", []byte("kept <b>as text</b>\n"), nil); code != 200 && code != 201 {
 		t.Fatalf("write a file = %d", code)
 	}
+	run(t, ctx, "browse to the file through the listings", 20*time.Second,
+		chromedp.SetValue("#files-path", ".", chromedp.ByQuery),
+		chromedp.Click("#files-open", chromedp.ByQuery),
+		waitJS(`document.querySelector('#files-view tr[data-path="notes"]').textContent.includes("dir")`),
+		chromedp.Click(`#files-view tr[data-path="notes"] a`, chromedp.ByQuery),
+		waitJS(`document.querySelector('#files-view tr[data-path="notes/hello.txt"]').textContent.includes("20 B")`),
+		chromedp.Click(`#files-view tr[data-path="notes/hello.txt"] a`, chromedp.ByQuery),
+		waitJS(`document.querySelector("#files-text").textContent === "kept <b>as text</b>\n"`))
+	shot(t, ctx, "file")
 	run(t, ctx, "a file opened by its path shows as text", 20*time.Second,
+		chromedp.SetValue("#files-path", "notes", chromedp.ByQuery),
+		chromedp.Click("#files-open", chromedp.ByQuery),
+		waitJS(`!!document.querySelector('#files-view tr[data-path="notes/hello.txt"]')`),
 		chromedp.SetValue("#files-path", "notes/hello.txt", chromedp.ByQuery),
 		chromedp.Click("#files-open", chromedp.ByQuery),
 		waitJS(`document.querySelector("#files-text").textContent === "kept <b>as text</b>\n"`))
