@@ -7,7 +7,8 @@ import { metadataText } from './sessions.js';
 import { openTerminal } from './sessionterm.js';
 import { filesBrowser } from './sessionfiles.js';
 
-const live_ = new Set(['starting', 'running', 'paused']);
+// liveStates are the states a sandbox can still change from.
+const liveStates = new Set(['starting', 'running', 'paused']);
 
 // unitSuffix ends a usage figure's name with its unit.
 const unitSuffix = /_(bytes|ms|ns|us|s|seconds)$/;
@@ -64,19 +65,17 @@ export async function sessionPage(main, id, signal) {
       procErr,
       h('div', { class: 'table-wrap' }, h('table', { class: 'list procs' },
         h('colgroup', {}, h('col', { class: 'c-pid' }), h('col', { class: 'c-tag' }), h('col', {}), h('col', { class: 'c-status' }), h('col', { class: 'c-code' }), h('col', { class: 'c-started' }), h('col', { class: 'c-act' })),
-        h('thead', {}, h('tr', {}, ['PID', 'Tag', 'Command', 'State', 'Exit', 'Started', ''].map((c) => h('th', { scope: 'col' }, c)))), procs))),
+        h('thead', {}, h('tr', {}, ['PID', 'Tag', 'Command', 'State', 'Exit', 'Started'].map((c) => h('th', { scope: 'col' }, c)), h('th', { scope: 'col' }, h('span', { class: 'sr' }, 'Actions')))), procs))),
     section('Files', filesBrowser(id, signal)));
   if (!scopes.sessions) { err.replaceChildren(forbidden('sessions')); return; }
   const showError = (slot, e) => slot.replaceChildren(e instanceof APIError && e.status === 403 ? forbidden('sessions') : errorBox(e));
 
-  let rec = null;
   const showRecord = (r) => {
-    rec = r;
     setBadge(st, r.state);
     const running = r.state === 'running';
     pause.disabled = !running;
     resume.disabled = r.state !== 'paused';
-    del.disabled = !live_.has(r.state);
+    del.disabled = !liveStates.has(r.state);
     newTerm.disabled = !running;
     const lim = r.limits || {};
     record.replaceChildren(kv([

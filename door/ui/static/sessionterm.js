@@ -98,9 +98,12 @@ export async function openTerminal(el, sandbox, { signal, onState, pid }) {
   ];
   const sized = new ResizeObserver(() => fit.fit());
   sized.observe(el);
+  // close detaches quietly: the socket's own events no longer report to
+  // the page, which may show another terminal already.
   const close = () => {
     sized.disconnect();
     subs.forEach((s) => s.dispose());
+    ws.onopen = ws.onmessage = ws.onclose = null;
     ws.close();
     term.dispose();
     dropStyles();
