@@ -25,6 +25,8 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	if !h.rec.State.Live() {
 		return h.rec, false
 	}
+	// Its last usage stays in its record.
+	h.rec.Usage = s.usage(h)
 	if err := h.sb.Close(); err != nil {
 		s.cfg.Logger.Warn("cannot delete a sandbox", "id", h.rec.ID, "error", err)
 	}

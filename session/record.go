@@ -51,6 +51,8 @@ type Network struct {
 // host directory under serve's --workspace-root), else empty.
 type Workspace struct {
 	Path string `json:"path,omitempty"`
+	// Repository is refused for now (workspace.go).
+	Repository string `json:"repository,omitempty"`
 }
 
 // Record is a sandbox as the store keeps it and the API answers it.
@@ -77,6 +79,16 @@ type Record struct {
 	Processes int64 `json:"processes,omitempty"`
 	// Error says why a failed sandbox failed.
 	Error *job.Error `json:"error,omitempty"`
+	// IdleTimeoutS, AutoPause, PausedBy and EndReason: see idle.go.
+	IdleTimeoutS int64  `json:"idle_timeout_s,omitempty"`
+	AutoPause    bool   `json:"auto_pause,omitempty"`
+	PausedBy     string `json:"paused_by,omitempty"`
+	EndReason    string `json:"end_reason,omitempty"`
+	// Env is every process's default environment (env.go).
+	Env map[string]string `json:"env,omitempty"`
+	// Usage is what its processes use together, read when it is answered
+	// (usage.go); absent where the backend cannot read it.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // recordFile is the record's file in its directory, workspaceDir its

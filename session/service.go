@@ -158,12 +158,17 @@ func (s *Service) save(rec Record) error {
 	return nil
 }
 
-// Get returns sandbox id's record: job.not_found when there is none.
+// Get returns sandbox id's record, a live one with its usage now:
+// job.not_found when there is none.
 func (s *Service) Get(id string) (Record, error) {
 	if h := s.handle(id); h != nil {
 		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.rec, nil
+		rec := h.rec
+		h.mu.Unlock()
+		if rec.State.Live() {
+			rec.Usage = s.usage(h)
+		}
+		return rec, nil
 	}
 	return read(s.cfg.Records, id)
 }
