@@ -52,6 +52,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	case timeout > int64(s.cfg.MaxTimeout/time.Second):
 		return Record{}, spec, nil, job.Errorf(job.CodeLimitExceeded, "timeout_s exceeds the server maximum").With("field", "timeout_s").With("max", int64(s.cfg.MaxTimeout/time.Second)).With("value", timeout)
 	}
+	idle, err := s.idleTimeout(req)
+	if err != nil {
+		return Record{}, spec, nil, err
+	}
 	var ws Workspace
 	if req.Workspace != nil && req.Workspace.Path != "" {
 		if s.cfg.Roots == nil {
@@ -68,7 +72,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ID: req.ID, State: StateStarting, Backend: kind, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
-		Policy: req.Policy, Metadata: req.Metadata,
+		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

@@ -30,6 +30,9 @@ type CreateRequest struct {
 	Network   *Network          `json:"network,omitempty"`
 	TimeoutS  int64             `json:"timeout_s,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// IdleTimeoutS and AutoPause: idle.go.
+	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
+	AutoPause    bool  `json:"auto_pause,omitempty"`
 }
 
 // Create creates a sandbox and returns its record (running) and whether

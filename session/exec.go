@@ -71,6 +71,8 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	h.rec.Execs++
 	n, pol, sb := h.rec.Execs, h.rec.Policy, h.sb
 	h.mu.Unlock()
+	// An exec in flight keeps the sandbox from being idle.
+	defer s.hold(h)()
 	jr := job.Request{
 		JobID:   runner.StepID(id, "exec-"+strconv.FormatInt(n, 10)),
 		Command: job.Command{Argv: req.Argv, Cwd: req.Cwd, Env: req.Env},

@@ -131,6 +131,8 @@ func (s *Service) finish(h *handle, pc *proc, res job.Result, err error) {
 	}
 	began := pc.p != nil
 	pc.mu.Unlock()
+	// Its sandbox's idle time starts once its last process ended.
+	h.act.touch(now)
 	pc.out.close()
 	close(pc.done)
 	if began {

@@ -51,6 +51,10 @@ type Config struct {
 	// DefaultTimeout is a sandbox's timeout_s when it sets none (default
 	// 10 minutes), MaxTimeout the most it may set (default 24 hours).
 	DefaultTimeout, MaxTimeout time.Duration
+	// DefaultIdleTimeout is a sandbox's idle_timeout_s when it sets none
+	// (0: never idle); MaxIdleTimeout the most it may set (default
+	// MaxTimeout). See idle.go.
+	DefaultIdleTimeout, MaxIdleTimeout time.Duration
 	// MaxSandboxes caps the live sandboxes (default 16).
 	MaxSandboxes int
 	// MaxFileBytes caps one file read or write (default 16 MiB).
@@ -95,6 +99,9 @@ type handle struct {
 	stop func()
 	// procs are its background processes (their own lock).
 	procs processes
+	// act is when it was last used and what is attached (idle.go; its
+	// own lock).
+	act activity
 }
 
 // New builds the service over cfg.Records and ends the records of
@@ -113,6 +120,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.DefaultTimeout > cfg.MaxTimeout {
 		cfg.DefaultTimeout = cfg.MaxTimeout
 	}
+	if cfg.MaxIdleTimeout <= 0 {
+		cfg.MaxIdleTimeout = cfg.MaxTimeout
+	}
+	cfg.DefaultIdleTimeout = min(max(cfg.DefaultIdleTimeout, 0), cfg.MaxIdleTimeout)
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = DefaultMaxSandboxes
 	}
@@ -231,7 +242,8 @@ func (s *Service) handles() []*handle {
 
 // running returns sandbox id's handle, locked, when its state is one of
 // ok: job.not_found for an unknown id, session.not_running for one in
-// another state (details.state).
+// another state (details.state). A call that needs it running wakes a
+// sandbox paused for being idle (wake); every call marks it used.
 func (s *Service) running(id string, ok ...State) (*handle, error) {
 	h := s.handle(id)
 	if h == nil {
@@ -242,8 +254,10 @@ func (s *Service) running(id string, ok ...State) (*handle, error) {
 		return nil, notRunning(rec)
 	}
 	h.mu.Lock()
+	s.wake(h, ok)
 	for _, st := range ok {
 		if h.rec.State == st {
+			h.act.touch(s.now())
 			return h, nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 // sessionFlags are serve's --sandbox-* flags (mountSessions).
 type sessionFlags struct {
 	defaultTimeout, maxTimeout time.Duration
+	defaultIdle, maxIdle       time.Duration
 	max                        int
 	maxFileBytes               int64
 	policyFile                 string
@@ -24,6 +25,8 @@ type sessionFlags struct {
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.defaultTimeout, "sandbox-default-timeout", session.DefaultTimeout, "timeout of a kept sandbox (POST /v1/sandboxes) that sets no timeout_s")
 	fs.DurationVar(&f.maxTimeout, "sandbox-max-timeout", session.DefaultMaxTimeout, "the most timeout_s a kept sandbox may set")
+	fs.DurationVar(&f.defaultIdle, "sandbox-default-idle-timeout", 0, "idle timeout of a kept sandbox that sets no idle_timeout_s (0: never idle); idle, it is paused with auto_pause, else ends expired")
+	fs.DurationVar(&f.maxIdle, "sandbox-max-idle-timeout", 0, "the most idle_timeout_s a kept sandbox may set (default: --sandbox-max-timeout)")
 	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once; beyond it a create answers 429 session.limit_reached")
 	fs.Int64Var(&f.maxFileBytes, "sandbox-max-file-bytes", session.DefaultMaxFileBytes, "most bytes one sandbox file read or write may carry")
 	fs.StringVar(&f.policyFile, "sandbox-policy", "", "the policy of every exec in a kept sandbox created without one (a job policy in JSON or YAML: allowed_commands, allowed_env, allow_shell; see docs/sessions.md); default: any program inside the sandbox's view")
@@ -52,6 +55,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
+		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle,
 		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
 		Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
 	})
