@@ -56,10 +56,11 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
-	if err := s.reserve(); err != nil {
+	c := claimOf(ctx, rec)
+	if err := s.reserve(c); err != nil {
 		return Record{}, false, err
 	}
-	defer s.release()
+	defer s.release(c)
 	created, err := s.cfg.Records.Claim(rec.ID, digest, func(dir string) error {
 		b, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {
@@ -85,7 +86,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
-	h.rec = rec
+	h.rec, h.claim = rec, c
 	s.mu.Lock()
 	s.live[rec.ID] = h
 	s.mu.Unlock()
@@ -128,24 +129,6 @@ func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec)
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the sandbox's workspace")
 	}
 	return s.cfg.Runner.OpenSandbox(ctx, spec)
-}
-
-// reserve counts a create against MaxSandboxes: session.limit_reached
-// when live sandboxes and creates in progress fill it.
-func (s *Service) reserve() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.live)+s.starting >= s.cfg.MaxSandboxes {
-		return job.Errorf(job.CodeSessionLimit, "the server keeps at most %d sandboxes; delete one first", s.cfg.MaxSandboxes).With("max", s.cfg.MaxSandboxes)
-	}
-	s.starting++
-	return nil
-}
-
-func (s *Service) release() {
-	s.mu.Lock()
-	s.starting--
-	s.mu.Unlock()
 }
 
 // removeWorkspace removes an ended sandbox's workspace (its record

@@ -55,8 +55,16 @@ type Config struct {
 	// (0: never idle); MaxIdleTimeout the most it may set (default
 	// MaxTimeout). See idle.go.
 	DefaultIdleTimeout, MaxIdleTimeout time.Duration
-	// MaxSandboxes caps the live sandboxes (default 16).
-	MaxSandboxes int
+	// MaxSandboxes caps the live sandboxes (default 16); MaxPerOwner
+	// those of one owner (WithOwner: the token that created them; 0: no
+	// cap of its own). See caps.go.
+	MaxSandboxes, MaxPerOwner int
+	// MemoryOvercommit and CPUOvercommit, when positive, cap the live
+	// sandboxes' memory_mb at HostMemoryMB times it and their cpu_count
+	// at HostCPUs times it (zero host fields: read from this host).
+	MemoryOvercommit, CPUOvercommit float64
+	HostMemoryMB                    int64
+	HostCPUs                        int
 	// MaxFileBytes caps one file read or write (default 16 MiB).
 	MaxFileBytes int64
 	// Policy is the operator's session policy: what an exec in a
@@ -83,10 +91,10 @@ const (
 type Service struct {
 	cfg Config
 	mu  sync.Mutex
-	// live are the sandboxes of this process, by id; starting counts
-	// the creates in progress (held to MaxSandboxes with them).
-	live     map[string]*handle
-	starting int
+	// live are the sandboxes of this process, by id; pending are the
+	// claims of the creates in progress (held to the caps with them).
+	live    map[string]*handle
+	pending map[*claim]bool
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -99,6 +107,9 @@ type handle struct {
 	stop func()
 	// procs are its background processes (their own lock).
 	procs processes
+	// claim is what it holds of the operator's caps (caps.go; set
+	// before it is live, never changed).
+	claim *claim
 	// act is when it was last used and what is attached (idle.go; its
 	// own lock).
 	act activity
@@ -127,6 +138,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = DefaultMaxSandboxes
 	}
+	if cfg.HostMemoryMB <= 0 {
+		cfg.HostMemoryMB = hostMemoryMB()
+	}
+	if cfg.HostCPUs <= 0 {
+		cfg.HostCPUs = hostCPUs()
+	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
 	}
@@ -139,7 +156,7 @@ func New(cfg Config) (*Service, error) {
 	if err := CheckPolicy(cfg.Policy); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, live: map[string]*handle{}}
+	s := &Service{cfg: cfg, live: map[string]*handle{}, pending: map[*claim]bool{}}
 	ids, err := cfg.Records.List()
 	if err != nil {
 		return nil, err
