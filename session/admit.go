@@ -43,6 +43,9 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err := CheckPolicy(req.Policy); err != nil {
 		return Record{}, spec, nil, err
 	}
+	if err := s.checkEnv(req.Env, nil, req.Policy); err != nil {
+		return Record{}, spec, nil, err
+	}
 	timeout := req.TimeoutS
 	switch {
 	case timeout < 0:
@@ -72,7 +75,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ID: req.ID, State: StateStarting, Backend: kind, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
-		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause,
+		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

@@ -30,6 +30,8 @@ type CreateRequest struct {
 	Network   *Network          `json:"network,omitempty"`
 	TimeoutS  int64             `json:"timeout_s,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Env is every process's default environment (env.go).
+	Env map[string]string `json:"env,omitempty"`
 	// IdleTimeoutS and AutoPause: idle.go.
 	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
 	AutoPause    bool  `json:"auto_pause,omitempty"`

@@ -70,6 +70,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	}
 	h.rec.Execs++
 	n, pol, sb := h.rec.Execs, h.rec.Policy, h.sb
+	req.Env = mergeEnv(h.defaultEnv(), req.Env)
 	h.mu.Unlock()
 	// An exec in flight keeps the sandbox from being idle.
 	defer s.hold(h)()

@@ -110,6 +110,8 @@ type handle struct {
 	// claim is what it holds of the operator's caps (caps.go; set
 	// before it is live, never changed).
 	claim *claim
+	// secretEnv are its secrets' placeholders, by name (secrets.go).
+	secretEnv map[string]string
 	// act is when it was last used and what is attached (idle.go; its
 	// own lock).
 	act activity
