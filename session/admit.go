@@ -43,7 +43,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err := CheckPolicy(req.Policy); err != nil {
 		return Record{}, spec, nil, err
 	}
-	if err := s.checkEnv(req.Env, nil, req.Policy); err != nil {
+	if err := s.checkEnv(req.Env, req.Secrets, req.Policy); err != nil {
+		return Record{}, spec, nil, err
+	}
+	if err := s.checkSecrets(req.Secrets, req.Env, network); err != nil {
 		return Record{}, spec, nil, err
 	}
 	timeout := req.TimeoutS
@@ -75,7 +78,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ID: req.ID, State: StateStarting, Backend: kind, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
-		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env,
+		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

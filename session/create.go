@@ -30,8 +30,11 @@ type CreateRequest struct {
 	Network   *Network          `json:"network,omitempty"`
 	TimeoutS  int64             `json:"timeout_s,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
-	// Env is every process's default environment (env.go).
-	Env map[string]string `json:"env,omitempty"`
+	// Env is every process's default environment (env.go); Secrets
+	// names secrets of the operator's secrets file its processes see
+	// as placeholders (secrets.go).
+	Env     map[string]string `json:"env,omitempty"`
+	Secrets []string          `json:"secrets,omitempty"`
 	// IdleTimeoutS and AutoPause: idle.go.
 	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
 	AutoPause    bool  `json:"auto_pause,omitempty"`
@@ -105,19 +108,20 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 func (s *Service) start(ctx context.Context, rec Record, spec runner.SandboxSpec, rules []egress.Rule) (*handle, error) {
 	spec.Workspace = filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
 	stop := func() {}
+	var secretEnv map[string]string
 	if rules != nil {
-		bridge, closeBridge, err := s.openEgress(rec.ID, rules)
+		bridge, env, closeBridge, err := s.openEgress(rec, rules)
 		if err != nil {
 			return nil, err
 		}
-		spec.Egress, stop = bridge, closeBridge
+		spec.Egress, stop, secretEnv = bridge, closeBridge, env
 	}
 	sb, err := s.open(ctx, rec, spec)
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	return &handle{sb: sb, stop: stop}, nil
+	return &handle{sb: sb, stop: stop, secretEnv: secretEnv}, nil
 }
 
 // open fills the sandbox's workspace (a copy of workspace.path, else

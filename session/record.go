@@ -84,8 +84,10 @@ type Record struct {
 	AutoPause    bool   `json:"auto_pause,omitempty"`
 	PausedBy     string `json:"paused_by,omitempty"`
 	EndReason    string `json:"end_reason,omitempty"`
-	// Env is every process's default environment (env.go).
-	Env map[string]string `json:"env,omitempty"`
+	// Env is every process's default environment (env.go); Secrets
+	// names its secrets, never their values (secrets.go).
+	Env     map[string]string `json:"env,omitempty"`
+	Secrets []string          `json:"secrets,omitempty"`
 	// Usage is what its processes use together, read when it is answered
 	// (usage.go); absent where the backend cannot read it.
 	Usage *Usage `json:"usage,omitempty"`

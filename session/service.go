@@ -11,6 +11,7 @@ import (
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -67,6 +68,11 @@ type Config struct {
 	HostCPUs                        int
 	// MaxFileBytes caps one file read or write (default 16 MiB).
 	MaxFileBytes int64
+	// Secrets is the operator's secrets file (serve's --secrets-file), the
+	// only secrets a create may name (secrets.go); nil refuses any.
+	// Getenv reads its env entries (nil: os.Getenv).
+	Secrets *secretfile.File
+	Getenv  func(string) string
 	// Policy is the operator's session policy: what an exec in a
 	// sandbox without a policy of its own runs under. Nil: any program
 	// inside the sandbox's view, with the shell and the exec's env.

@@ -198,7 +198,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := mountSessions(ctx, d, o.sessions, tokens)
+	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile)
 	if err != nil {
 		return err
 	}

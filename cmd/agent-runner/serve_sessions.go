@@ -13,6 +13,7 @@ import (
 	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
 )
@@ -44,17 +45,26 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 // kept sandboxes on the run service, recorded under
 // <store-dir>/sessions/<id>/, on --default-backend unless a create names
 // another enabled one, their workspaces copied from under
-// --workspace-root, their state changes on serve's event bus. The reaper
-// ends expired sandboxes every second until ctx ends. It returns the
+// --workspace-root, their state changes on serve's event bus, each
+// create counted against its token (tokens) and its secrets taken from
+// the secrets file (--secrets-file, the agent tasks' too). The reaper
+// ends expired sandboxes, and pauses or ends idle ones, every second
+// until ctx ends. It returns the
 // service: serve runs its retention with the others, and Closes it once
 // it stopped serving (every live sandbox is deleted, recorded failed).
-func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *auth.Tokens) (*session.Service, error) {
+func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *auth.Tokens, secretsFile string) (*session.Service, error) {
 	if f.maxPerToken < 0 || f.memOvercommit < 0 || f.cpuOvercommit < 0 {
 		return nil, usageError{errors.New("--max-sandboxes-per-token, --sandbox-memory-overcommit and --sandbox-cpu-overcommit must not be negative")}
 	}
 	recs, err := store.OpenRecords(filepath.Join(d.StoreDir, store.Sessions.Dir), store.Sessions)
 	if err != nil {
 		return nil, err
+	}
+	var secrets *secretfile.File
+	if secretsFile != "" {
+		if secrets, err = secretfile.Load(secretsFile); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	var pol *job.Policy
 	if f.policyFile != "" {
@@ -69,7 +79,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle,
 		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
 		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
-		Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
+		Secrets: secrets, Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
 	})
 	if err != nil {
 		return nil, err
