@@ -62,6 +62,9 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err != nil {
 		return Record{}, spec, nil, err
 	}
+	if err := checkRepository(req.Workspace); err != nil {
+		return Record{}, spec, nil, err
+	}
 	var ws Workspace
 	if req.Workspace != nil && req.Workspace.Path != "" {
 		if s.cfg.Roots == nil {
