@@ -62,10 +62,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err != nil {
 		return Record{}, spec, nil, err
 	}
-	if err := checkRepository(req.Workspace); err != nil {
+	ws, err := s.repository(req.Workspace)
+	if err != nil {
 		return Record{}, spec, nil, err
 	}
-	var ws Workspace
 	if req.Workspace != nil && req.Workspace.Path != "" {
 		if s.cfg.Roots == nil {
 			return Record{}, spec, nil, job.Errorf(job.CodePathEscape, "this server takes no workspace.path").With("field", "workspace.path")

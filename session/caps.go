@@ -63,6 +63,9 @@ func (s *Service) reserve(c *claim) error {
 	var count, owned, mem, cpus int64
 	add := func(o *claim) {
 		count++
+		if o == nil {
+			return
+		}
 		mem += o.memMB
 		cpus += o.cpus
 		if o.owner == c.owner {

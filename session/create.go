@@ -124,11 +124,15 @@ func (s *Service) start(ctx context.Context, rec Record, spec runner.SandboxSpec
 	return &handle{sb: sb, stop: stop, secretEnv: secretEnv}, nil
 }
 
-// open fills the sandbox's workspace (a copy of workspace.path, else
-// empty) and opens the sandbox on the run service.
+// open fills the sandbox's workspace (a copy of workspace.path, a clone
+// of workspace.repository, else empty) and opens the sandbox on the run service.
 func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec) (*runner.Sandbox, error) {
 	if src := rec.Workspace.Path; src != "" {
 		if _, err := snapshot.Copy(ctx, src, spec.Workspace, snapshot.Options{}); err != nil {
+			return nil, err
+		}
+	} else if rec.Workspace.Repository != "" {
+		if err := cloneWorkspace(ctx, rec.Workspace, spec.Workspace); err != nil {
 			return nil, err
 		}
 	} else if err := os.Mkdir(spec.Workspace, 0o755); err != nil {

@@ -51,8 +51,11 @@ type Network struct {
 // host directory under serve's --workspace-root), else empty.
 type Workspace struct {
 	Path string `json:"path,omitempty"`
-	// Repository is refused for now (workspace.go).
+	// Repository, Branch and Commit: a local git repository cloned as
+	// the workspace instead (workspace.go).
 	Repository string `json:"repository,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Commit     string `json:"commit,omitempty"`
 }
 
 // Record is a sandbox as the store keeps it and the API answers it.
