@@ -194,3 +194,36 @@ func TestIdleTimeoutSettings(t *testing.T) {
 		t.Errorf("idle_timeout_s without a default = %d, want 0 (never idle)", rec.IdleTimeoutS)
 	}
 }
+
+// TestIdleHeldByExec: an exec in flight keeps its sandbox from idling.
+func TestIdleHeldByExec(t *testing.T) {
+	f, c := idleFixture(t, nil)
+	id := f.create(t, session.CreateRequest{IdleTimeoutS: 10, AutoPause: true}).ID
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.Exec(ctx, id, session.ExecRequest{Argv: []string{"sleep", "3600"}})
+		done <- err
+	}()
+	for {
+		rec, err := f.s.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Execs == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	p, _ := idle(f, c, time.Hour)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 0 {
+		t.Errorf("Idle with an exec in flight = %v, want none", p)
+	}
+	if p, _ := idle(f, c, 10*time.Second); len(p) != 1 {
+		t.Errorf("Idle once the exec ended = %v, want [%s]", p, id)
+	}
+}
