@@ -132,7 +132,7 @@ func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec)
 			return nil, err
 		}
 	} else if rec.Workspace.Repository != "" {
-		if err := cloneWorkspace(ctx, rec.Workspace, spec.Workspace); err != nil {
+		if err := s.cloneWorkspace(ctx, rec.ID, rec.Workspace, spec.Workspace); err != nil {
 			return nil, err
 		}
 	} else if err := os.Mkdir(spec.Workspace, 0o755); err != nil {

@@ -1,13 +1,20 @@
 package session_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/workspaceroot"
@@ -45,8 +52,9 @@ func gitRepo(t *testing.T, root string) (string, string) {
 
 // TestWorkspaceRepository: a local repository under the roots is cloned
 // as the sandbox's workspace (its branch's head, or the commit asked);
-// a remote one, one outside the roots, a path beside it and a malformed
-// commit are refused before anything is made.
+// a remote one beyond the egress ceiling or not over HTTP, one outside
+// the roots, a path beside it and a malformed commit are refused before
+// anything is made.
 func TestWorkspaceRepository(t *testing.T) {
 	for _, kind := range backends() {
 		t.Run(kind, func(t *testing.T) {
@@ -73,7 +81,8 @@ func TestWorkspaceRepository(t *testing.T) {
 				ws   session.Workspace
 				code job.Code
 			}{
-				{"remote", session.Workspace{Repository: "https://example.com/r.git"}, job.CodeInvalidRequest},
+				{"remote beyond the egress ceiling", session.Workspace{Repository: "https://example.com/r.git"}, job.CodeNetworkDenied},
+				{"remote over ssh", session.Workspace{Repository: "ssh://example.com/r.git"}, job.CodeNetworkDenied},
 				{"outside the roots", session.Workspace{Repository: t.TempDir()}, job.CodePathEscape},
 				{"path and repository", session.Workspace{Repository: repo, Path: repo}, job.CodeInvalidRequest},
 				{"a malformed commit", session.Workspace{Repository: repo, Commit: "--exec=x"}, job.CodeInvalidRequest},
@@ -88,4 +97,47 @@ func TestWorkspaceRepository(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkspaceRemoteRepository: a remote repository is cloned through
+// the egress gateway with only its host allowed (git's own smart-HTTP
+// server on loopback stands in for it, its name pinned as
+// --egress-resolve does), the clone's connections recorded in the
+// sandbox's egress file; one beyond the ceiling is refused.
+func TestWorkspaceRemoteRepository(t *testing.T) {
+	httpBackend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(httpBackend); err != nil {
+		t.Skipf("git's http-backend is not installed: %v", err)
+	}
+	root := t.TempDir()
+	repo, _ := gitRepo(t, root)
+	bare := filepath.Join(root, "repo.git")
+	if out, err := exec.Command("git", "clone", "--quiet", "--bare", repo, bare).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --bare: %v %s", err, out)
+	}
+	srv := httptest.NewServer(&cgi.Handler{Path: httpBackend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	defer srv.Close()
+	host := fmt.Sprintf("git.example.com:%d", srv.Listener.Addr().(*net.TCPAddr).Port)
+	g, err := egress.New(egress.Config{Resolve: map[string]string{host: "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ceiling, _ := egress.ParseRules([]string{host})
+	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Egress = &egress.Operator{Gateway: g, Ceiling: ceiling} })
+	rec := f.create(t, session.CreateRequest{Workspace: &session.Workspace{Repository: "http://" + host + "/repo.git", Branch: "main"}})
+	if res := f.exec(t, rec.ID, "cat", "note.txt"); res.Stdout != "two\n" {
+		t.Errorf("cat note.txt = %q %+v, want the remote's \"two\\n\"", res.Stdout, res.Error)
+	}
+	b, err := os.ReadFile(filepath.Join(f.cfg.Records.Path(rec.ID), session.EgressFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first egress.Decision
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &first) != nil || first.Host != "git.example.com" || !first.Allowed || first.Run != rec.ID+"/clone" {
+		t.Errorf("the clone's egress decisions = %s, want git.example.com allowed for run %s/clone", b, rec.ID)
+	}
+	other := fmt.Sprintf("http://elsewhere.example.com:%d/repo.git", srv.Listener.Addr().(*net.TCPAddr).Port)
+	_, _, err = f.s.Create(context.Background(), session.CreateRequest{Workspace: &session.Workspace{Repository: other}})
+	wantCode(t, "a repository beyond the ceiling", err, job.CodeNetworkDenied)
 }

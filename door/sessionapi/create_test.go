@@ -96,7 +96,8 @@ func TestCreateFields(t *testing.T) {
 	}{
 		{`{"auto_pause": true}`, 422, job.CodeInvalidRequest, "auto_pause"},
 		{`{"idle_timeout_s": -1}`, 422, job.CodeInvalidRequest, "idle_timeout_s"},
-		{`{"workspace": {"repository": "https://example.com/r.git"}}`, 422, job.CodeInvalidRequest, "workspace.repository"},
+		{`{"workspace": {"repository": "https://example.com/r.git"}}`, 403, job.CodeNetworkDenied, "workspace.repository"},
+		{`{"workspace": {"repository": "ssh://example.com/r.git"}}`, 403, job.CodeNetworkDenied, "workspace.repository"},
 		{`{"secrets": ["API_KEY"]}`, 403, job.CodeForbidden, "secrets"},
 		{`{"env": {"A=B": "x"}}`, 422, job.CodeInvalidRequest, "env"},
 	} {
