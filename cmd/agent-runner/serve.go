@@ -201,7 +201,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := mountSessions(ctx, d, o.sessions)
+	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile)
 	if err != nil {
 		return err
 	}
