@@ -10,6 +10,12 @@ import { filesBrowser } from './sessionfiles.js';
 // liveStates are the states a sandbox can still change from.
 const liveStates = new Set(['starting', 'running', 'paused']);
 
+// workspaceText says where a sandbox's workspace came from.
+function workspaceText(w) {
+  if (w.repository) return [w.repository, w.branch && '@' + w.branch, w.commit && ' ' + w.commit].filter(Boolean).join('');
+  return w.path || '(empty)';
+}
+
 // unitSuffix ends a usage figure's name with its unit.
 const unitSuffix = /_(bytes|ms|ns|us|s|seconds)$/;
 
@@ -85,12 +91,17 @@ export async function sessionPage(main, id, signal) {
       ['Expires', fmtTime(r.expires_at)],
       r.ended_at && ['Ended', fmtTime(r.ended_at)],
       ['Timeout', fmtDuration((r.timeout_s || 0) * 1000)],
-      ['Workspace', h('span', { class: 'mono' }, (r.workspace || {}).path || '(empty)')],
+      ['Workspace', h('span', { class: 'mono' }, workspaceText(r.workspace || {}))],
       ['Limits', `${lim.memory_mb || '—'} MB memory, ${lim.cpu_count || '—'} CPUs, ${lim.max_processes || '—'} processes, ${lim.tmp_mb || '—'} MB /tmp`],
       ['Network', (r.network || {}).mode || 'disabled'],
+      r.idle_timeout_s && ['Idle timeout', fmtDuration(r.idle_timeout_s * 1000) + (r.auto_pause ? ', then paused' : '')],
+      r.paused_by && ['Paused by', r.paused_by],
+      r.end_reason && ['End reason', r.end_reason],
+      r.env && ['Environment', Object.keys(r.env).sort().join(' ')],
+      r.secrets && r.secrets.length && ['Secrets', r.secrets.join(' ')],
       ['Metadata', metadataText(r.metadata)],
       ['Execs', String(r.execs || 0)],
-      ['Processes ended', String(r.processes || 0)],
+      ['Processes', String(r.processes || 0)],
       r.last_run && ['Last run', h('span', { class: 'mono' }, r.last_run)],
       r.policy && ['Policy', json(r.policy)],
       r.error && ['Error', h('span', { class: 'error' }, `${r.error.code}: ${r.error.message}`)],

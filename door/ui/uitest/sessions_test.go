@@ -266,3 +266,37 @@ func TestSessionTerminalTakesTypedInput(t *testing.T) {
 		waitJS(`document.querySelector("#session-terminal-state").textContent === "exited 3"`),
 		waitJS(fmt.Sprintf(`document.querySelector('#session-processes tr[data-pid=%q] td:nth-child(5)').textContent === "3"`, pid)))
 }
+
+// TestSessionPageShowsUsage: a linux_sandbox sandbox's record carries
+// usage (its cgroup's figures): the session page shows its CPU time,
+// memory and processes. Skips, saying why, where linux_sandbox cannot
+// make a sandbox or read its usage.
+func TestSessionPageShowsUsage(t *testing.T) {
+	ctx := newBrowser(t)
+	s := startServe(t, "")
+	os.Chmod(filepath.Dir(s.root), 0o755)
+	var sb struct {
+		State string
+		Error *struct{ Code, Message string }
+		Usage map[string]any
+	}
+	code := s.call(t, "POST", "/v1/sandboxes", "application/json", []byte(`{"id": "ui-usage", "backend": "linux_sandbox"}`), &sb)
+	if code != 201 || sb.State != "running" {
+		t.Skipf("linux_sandbox cannot make a sandbox here: %d %s %+v", code, sb.State, sb.Error)
+	}
+	t.Cleanup(func() { s.call(t, "DELETE", "/v1/sandboxes/ui-usage", "", nil, nil) })
+	s.call(t, "GET", "/v1/sandboxes/ui-usage", "", nil, &sb)
+	if sb.Usage == nil {
+		t.Skip("the linux_sandbox record has no usage here (its backend could not read the cgroup's figures)")
+	}
+	run(t, ctx, "the page shows the usage", 30*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/sessions/ui-usage"),
+		waitJS(`document.querySelector("#session-usage").textContent.includes("CPU time")`))
+	got := text(t, ctx, "#session-usage")
+	for _, want := range []string{"CPU time", "Memory", "Peak memory", "Processes", "Sampled at"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("usage section = %q, want it to name %q", got, want)
+		}
+	}
+	shot(t, ctx, "usage")
+}
