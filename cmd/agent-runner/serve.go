@@ -46,6 +46,9 @@ type serveDeps struct {
 	// AcceptRawBody lets a door's route take application/octet-stream
 	// bodies past the server's guard (httpapi.Server.AcceptRawBody).
 	AcceptRawBody func(pattern string)
+	// AuthenticatesItself hands a door its prefix's token and body checks
+	// (httpapi.Server.AuthenticatesItself).
+	AuthenticatesItself func(prefix string)
 	// Metrics is the registry served at /metrics.
 	Metrics prometheus.Registerer
 	// Jobs is the jobs service every door submits, reads, follows and
@@ -187,7 +190,7 @@ func serve(o serveOptions) error {
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
 		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody,
-		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
+		Metrics: reg, Jobs: api.Jobs(), Roots: roots, AuthenticatesItself: api.AuthenticatesItself,
 		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}
 	agentRuns, err := mountAgents(ctx, d)
@@ -203,6 +206,7 @@ func serve(o serveOptions) error {
 		return err
 	}
 	mountMCP(d, o.mcpAllowShell, tokens, sessions)
+	mountE2B(d, o.e2bPrefix, tokens, sessions)
 	mountUI(d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {

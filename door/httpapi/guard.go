@@ -21,7 +21,8 @@ import (
 //     JSON or YAML (a route a door declared with AcceptRawBody may send
 //     application/octet-stream): 415 validation.unsupported_media_type.
 //
-// Refusals of 1 to 3 close the connection.
+// Refusals of 1 to 3 close the connection. Under a prefix a door declared
+// with AuthenticatesItself, 3 and 4 are the door's.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.servesHost(r.Host) {
@@ -35,6 +36,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.Header().Set("Connection", "close")
 			writeError(w, job.Errorf(job.CodeForbidden, "cross-origin request from %q refused", origin).
 				With("reason", "origin").With("origin", origin))
+			return
+		}
+		if s.selfAuthenticated(r.URL.Path) {
+			next.ServeHTTP(w, r)
 			return
 		}
 		if s.cfg.Tokens != nil && !publicPaths[r.URL.Path] {
@@ -95,4 +100,25 @@ func (s *Server) AcceptRawBody(pattern string) {
 func (s *Server) rawBody(r *http.Request) bool {
 	_, pattern := s.rawRoutes.Handler(r)
 	return pattern != ""
+}
+
+// AuthenticatesItself hands the token and body checks of every path
+// under prefix ("/e2b") to the door mounted there: one whose clients
+// send no bearer token (the E2B-compatible API's X-API-Key and sandbox
+// access tokens) and bodies of their own types (Connect-RPC, multipart
+// uploads). The door must authenticate every request and refuse what a
+// browser could send cross-origin unauthenticated.
+func (s *Server) AuthenticatesItself(prefix string) {
+	s.selfAuth = append(s.selfAuth, strings.TrimSuffix(prefix, "/"))
+}
+
+// selfAuthenticated reports whether path is under a prefix declared
+// with AuthenticatesItself.
+func (s *Server) selfAuthenticated(path string) bool {
+	for _, p := range s.selfAuth {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -78,6 +78,8 @@ type Server struct {
 	hosts   hostPolicy
 	// rawRoutes matches the routes declared with AcceptRawBody.
 	rawRoutes *http.ServeMux
+	// selfAuth are the path prefixes declared with AuthenticatesItself.
+	selfAuth []string
 }
 
 // New builds a Server and registers its routes.
