@@ -129,7 +129,9 @@ func (d *Door) writeParts(r *http.Request, id, target string, mr *multipart.Read
 		if part.FormName() != "file" {
 			return nil, job.Errorf(job.CodeInvalidRequest, "a multipart upload carries parts named file, not %q", part.FormName())
 		}
-		p := part.FileName()
+		// The part's file name is the path: not FileName's base name.
+		_, disp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		p := disp["filename"]
 		if target != "" {
 			if n > 0 {
 				return nil, job.Errorf(job.CodeInvalidRequest, "?path= names one file, and the upload has more")
