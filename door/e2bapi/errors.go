@@ -81,14 +81,18 @@ func processExited(jerr *job.Error) bool {
 }
 
 // message is err's text for a client: a job error's message (with its
-// code), or the error's own.
+// cause and code), or the error's own.
 func message(err error) string {
 	var u *unsupported
 	if errors.As(err, &u) {
 		return u.Error()
 	}
 	jerr := job.AsError(err)
-	return jerr.Message + " (" + string(jerr.Code) + ")"
+	msg := jerr.Message
+	if cause, ok := jerr.Details["cause"].(string); ok {
+		msg += ": " + cause
+	}
+	return msg + " (" + string(jerr.Code) + ")"
 }
 
 // writeHTTPError answers err as E2B's APIs do: {"code": status,
