@@ -34,6 +34,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"gitrepo":   cmdGitRepo,
 	"mcpcall":   cmdMCPCall,
 	"freeport":  cmdFreePort,
+	"e2bsdk":    cmdE2BSDK,
 }
 
 // server is a serve process a script started.
