@@ -117,8 +117,8 @@ func TestProcessOverConnect(t *testing.T) {
 				t.Errorf("SendSignal to an ended process = %v, want NotFound", err)
 			}
 
-			// A wrong access token is Unauthenticated; filesystem calls
-			// are Unimplemented.
+			// A wrong access token is Unauthenticated; watching files
+			// is Unimplemented.
 			bad := connect.NewRequest(&process.ListRequest{})
 			bad.Header().Set("E2b-Sandbox-Id", sb.SandboxID)
 			bad.Header().Set("X-Access-Token", "ea_wrong")
@@ -126,11 +126,11 @@ func TestProcessOverConnect(t *testing.T) {
 				t.Errorf("List with a wrong token = %v, want Unauthenticated", err)
 			}
 			fs := filesystemconnect.NewFilesystemClient(http.DefaultClient, srv.URL+"/e2b", opts...)
-			stat := connect.NewRequest(&filesystem.StatRequest{Path: "x"})
-			sandboxHeaders(stat.Header(), sb)
+			watch := connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "."})
+			sandboxHeaders(watch.Header(), sb)
 			var cerr *connect.Error
-			if _, err := fs.Stat(ctx, stat); !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnimplemented {
-				t.Errorf("Stat = %v, want Unimplemented", err)
+			if _, err := fs.CreateWatcher(ctx, watch); !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnimplemented {
+				t.Errorf("CreateWatcher = %v, want Unimplemented", err)
 			}
 		})
 	}

@@ -174,11 +174,40 @@ async function main() {
     }
     throw new Error('read /etc/passwd')
   })
-  await step('files.list (not supported yet)', () => unsupported(() => sbx.files.list('/home/user')))
-  await step('files.exists (not supported yet)', () => unsupported(() => sbx.files.exists('hello.txt')))
-  await step('files.makeDir (not supported yet)', () => unsupported(() => sbx.files.makeDir('newdir')))
-  await step('files.rename (not supported yet)', () => unsupported(() => sbx.files.rename('hello.txt', 'moved.txt')))
-  await step('files.remove (not supported yet)', () => unsupported(() => sbx.files.remove('hello.txt')))
+  await step('files.exists', async () => {
+    expect(await sbx.files.exists('/home/user/hello.txt'), 'hello.txt to exist')
+    expect(!(await sbx.files.exists('nope.txt')), 'nope.txt not to exist')
+    return true
+  })
+  await step('files.getInfo', async () => {
+    const info = await sbx.files.getInfo('hello.txt')
+    expect(info.type === 'file' && info.size === 10 && info.name === 'hello.txt', `a 10-byte file, got ${JSON.stringify(info)}`)
+    return { name: info.name, type: info.type, size: info.size, permissions: info.permissions }
+  })
+  await step('files.makeDir', async () => {
+    expect(await sbx.files.makeDir('/home/user/newdir/inner'), 'created')
+    expect(!(await sbx.files.makeDir('newdir/inner')), 'false when it exists')
+    return true
+  })
+  await step('files.rename', async () => {
+    const info = await sbx.files.rename('hello.txt', 'newdir/moved.txt')
+    expect(info.path === '/workspace/newdir/moved.txt', `the new path, got ${info.path}`)
+    expect(!(await sbx.files.exists('hello.txt')), 'the old name gone')
+    return info.path
+  })
+  await step('files.list', async () => {
+    const entries = await sbx.files.list('/home/user/newdir')
+    const names = entries.map((e) => `${e.name}:${e.type}`).sort()
+    expect(JSON.stringify(names) === JSON.stringify(['inner:dir', 'moved.txt:file']), `inner and moved.txt, got ${names}`)
+    const deep = await sbx.files.list('newdir', { depth: 2 })
+    expect(deep.length === 2, `two entries at depth 2, got ${deep.length}`)
+    return names
+  })
+  await step('files.remove', async () => {
+    await sbx.files.remove('newdir')
+    expect(!(await sbx.files.exists('newdir/moved.txt')), 'newdir gone')
+    return true
+  })
   await step('files.watchDir (not supported yet)', () => unsupported(() => sbx.files.watchDir('/home/user', () => {})))
   await step('pty.create/sendInput/resize/kill', async () => {
     let out = ''
