@@ -71,6 +71,8 @@ type Door struct {
 	key     [32]byte
 	control *http.ServeMux
 	envd    *http.ServeMux
+	// watchers are the polled file watchers (CreateWatcher).
+	watchers watchers
 }
 
 // New builds the door.

@@ -25,6 +25,12 @@ func (e *unsupported) Error() string {
 	return e.what + " is not supported by agent-runner's E2B-compatible API"
 }
 
+// Errors of the polled watchers.
+var (
+	errNoWatcher  = errors.New("no such watcher in this sandbox")
+	errWatchEnded = errors.New("the watcher's directory or sandbox is gone")
+)
+
 // notSupported says that what is not supported.
 func notSupported(what string) error { return &unsupported{what: what} }
 

@@ -2,6 +2,7 @@ package e2bapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -16,8 +17,7 @@ import (
 )
 
 // filesystemService is envd's filesystem.Filesystem over the session
-// service's file-tree calls. Watching a directory is not offered yet:
-// those calls answer Unimplemented, naming the call.
+// service's file-tree calls and watches.
 type filesystemService struct{ d *Door }
 
 var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
@@ -144,18 +144,52 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], _ *connect.ServerStream[filesystem.WatchDirResponse]) error {
-	return f.unsupported(req.Header(), "WatchDir (files.watchDir)")
+// WatchDir streams the changes under a directory (files.watchDir): a
+// start once it watches, then each change, until the client leaves, the
+// call's timeout, or the sandbox ends.
+func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
+	id, rel, err := f.target(req.Header(), req.Msg.GetPath())
+	if err != nil {
+		return err
+	}
+	if err := watchOptions(req.Msg.GetIncludeEntry(), req.Msg.GetAllowNetworkMounts()); err != nil {
+		return err
+	}
+	send := streamSender(ctx, req.Header(), stream.Send, func() *filesystem.WatchDirResponse {
+		return &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
+	})
+	err = f.d.cfg.Sessions.WatchEntries(ctx, id, rel, req.Msg.GetRecursive(), func() error {
+		return send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}})
+	}, func(e session.EntryEvent) error {
+		return send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: fsEvent(e)}})
+	})
+	if err != nil {
+		return rpcError(err)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("the watch's timeout ran out"))
+	}
+	return nil
 }
 
-func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	return nil, f.unsupported(req.Header(), "CreateWatcher")
+// watchOptions refuses the watch options the door does not offer.
+func watchOptions(includeEntry, networkMounts bool) error {
+	switch {
+	case includeEntry:
+		return rpcError(notSupported("include_entry in watch events"))
+	case networkMounts:
+		return rpcError(notSupported("watching network mounts"))
+	}
+	return nil
 }
 
-func (f *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
-	return nil, f.unsupported(req.Header(), "GetWatcherEvents")
-}
-
-func (f *filesystemService) RemoveWatcher(ctx context.Context, req *connect.Request[filesystem.RemoveWatcherRequest]) (*connect.Response[filesystem.RemoveWatcherResponse], error) {
-	return nil, f.unsupported(req.Header(), "RemoveWatcher")
+// fsEvent is a change as envd reports it: its path relative to the
+// watched directory and its type.
+func fsEvent(e session.EntryEvent) *filesystem.FilesystemEvent {
+	types := map[string]filesystem.EventType{
+		"create": filesystem.EventType_EVENT_TYPE_CREATE, "write": filesystem.EventType_EVENT_TYPE_WRITE,
+		"remove": filesystem.EventType_EVENT_TYPE_REMOVE, "rename": filesystem.EventType_EVENT_TYPE_RENAME,
+		"chmod": filesystem.EventType_EVENT_TYPE_CHMOD,
+	}
+	return &filesystem.FilesystemEvent{Name: e.Path, Type: types[e.Op]}
 }

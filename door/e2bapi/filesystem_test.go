@@ -3,9 +3,11 @@ package e2bapi_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
@@ -91,5 +93,87 @@ func TestFilesystemOverConnect(t *testing.T) {
 				t.Errorf("Remove again = %v, want NotFound", err)
 			}
 		})
+	}
+}
+
+func TestWatchOverConnect(t *testing.T) {
+	srv := newServer(t)
+	sb := create(t, srv, `{}`)
+	c := filesystemconnect.NewFilesystemClient(http.DefaultClient, srv.URL+"/e2b", connect.WithProtoJSON())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mk := connect.NewRequest(&filesystem.MakeDirRequest{Path: "watched"})
+	sandboxHeaders(mk.Header(), sb)
+	if _, err := c.MakeDir(ctx, mk); err != nil {
+		t.Fatal(err)
+	}
+	watch := connect.NewRequest(&filesystem.WatchDirRequest{Path: "/home/user/watched", Recursive: true})
+	sandboxHeaders(watch.Header(), sb)
+	watch.Header().Set("Keepalive-Ping-Interval", "1")
+	stream, err := c.WatchDir(ctx, watch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().GetStart() == nil {
+		t.Fatalf("no start event: %v", stream.Err())
+	}
+	poll := connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "watched"})
+	sandboxHeaders(poll.Header(), sb)
+	created, err := c.CreateWatcher(ctx, poll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := envdHeader(sb)
+	h["Content-Type"] = "application/octet-stream"
+	if status, got := call(t, "POST", srv.URL+"/e2b/files?path=watched/new.txt", h, strings.NewReader("x")); status != 200 {
+		t.Fatalf("POST /files = %d %s", status, got)
+	}
+	var keepalives int
+	for stream.Receive() {
+		if stream.Msg().GetKeepalive() != nil {
+			keepalives++
+		}
+		if e := stream.Msg().GetFilesystem(); e != nil && e.GetName() == "new.txt" && e.GetType() == filesystem.EventType_EVENT_TYPE_CREATE {
+			break
+		}
+	}
+	if stream.Err() != nil {
+		t.Fatalf("WatchDir ended: %v", stream.Err())
+	}
+	get := connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: created.Msg.GetWatcherId()})
+	sandboxHeaders(get.Header(), sb)
+	var names []string
+	for deadline := time.Now().Add(10 * time.Second); len(names) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		got, err := c.GetWatcherEvents(ctx, get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range got.Msg.GetEvents() {
+			names = append(names, e.GetName())
+		}
+	}
+	if !slices.Contains(names, "new.txt") {
+		t.Errorf("GetWatcherEvents = %v, want new.txt", names)
+	}
+	rm := connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: created.Msg.GetWatcherId()})
+	sandboxHeaders(rm.Header(), sb)
+	if _, err := c.RemoveWatcher(ctx, rm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetWatcherEvents(ctx, get); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("GetWatcherEvents after RemoveWatcher = %v, want NotFound", err)
+	}
+	entry := connect.NewRequest(&filesystem.WatchDirRequest{Path: "watched", IncludeEntry: true})
+	sandboxHeaders(entry.Header(), sb)
+	s2, err := c.WatchDir(ctx, entry)
+	if err == nil {
+		for s2.Receive() {
+		}
+		err = s2.Err()
+		s2.Close()
+	}
+	if connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("WatchDir with include_entry = %v, want Unimplemented", err)
 	}
 }

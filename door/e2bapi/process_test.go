@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,8 +118,8 @@ func TestProcessOverConnect(t *testing.T) {
 				t.Errorf("SendSignal to an ended process = %v, want NotFound", err)
 			}
 
-			// A wrong access token is Unauthenticated; watching files
-			// is Unimplemented.
+			// A wrong access token is Unauthenticated; acting as another
+			// user is Unimplemented.
 			bad := connect.NewRequest(&process.ListRequest{})
 			bad.Header().Set("E2b-Sandbox-Id", sb.SandboxID)
 			bad.Header().Set("X-Access-Token", "ea_wrong")
@@ -126,11 +127,12 @@ func TestProcessOverConnect(t *testing.T) {
 				t.Errorf("List with a wrong token = %v, want Unauthenticated", err)
 			}
 			fs := filesystemconnect.NewFilesystemClient(http.DefaultClient, srv.URL+"/e2b", opts...)
-			watch := connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "."})
-			sandboxHeaders(watch.Header(), sb)
+			stat := connect.NewRequest(&filesystem.StatRequest{Path: "."})
+			sandboxHeaders(stat.Header(), sb)
+			stat.Header().Set("Authorization", "Basic cm9vdDo=") // root:
 			var cerr *connect.Error
-			if _, err := fs.CreateWatcher(ctx, watch); !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnimplemented {
-				t.Errorf("CreateWatcher = %v, want Unimplemented", err)
+			if _, err := fs.Stat(ctx, stat); !errors.As(err, &cerr) || cerr.Code() != connect.CodeUnimplemented || !strings.Contains(cerr.Message(), "user root") {
+				t.Errorf("Stat as root = %v, want Unimplemented naming the user", err)
 			}
 		})
 	}

@@ -114,12 +114,19 @@ func (p *processService) killAt(id string, info session.ProcessInfo, deadline ti
 	})
 }
 
-// sender serializes a stream's sends and, when the client asks for them
-// (Keepalive-Ping-Interval, in seconds), sends keepalives between
-// events until ctx ends.
+// sender serializes a process stream's sends, with keepalives.
 func (p *processService) sender(ctx context.Context, h http.Header, send func(*process.ProcessEvent) error) func(*process.ProcessEvent) error {
+	return streamSender(ctx, h, send, func() *process.ProcessEvent {
+		return &process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}
+	})
+}
+
+// streamSender serializes a stream's sends and, when the client asks for
+// them (Keepalive-Ping-Interval, in seconds), sends keepalive() between
+// them until ctx ends.
+func streamSender[T any](ctx context.Context, h http.Header, send func(T) error, keepalive func() T) func(T) error {
 	var mu sync.Mutex
-	locked := func(ev *process.ProcessEvent) error {
+	locked := func(ev T) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return send(ev)
@@ -133,7 +140,7 @@ func (p *processService) sender(ctx context.Context, h http.Header, send func(*p
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					if locked(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}) != nil {
+					if locked(keepalive()) != nil {
 						return
 					}
 				}

@@ -208,7 +208,19 @@ async function main() {
     expect(!(await sbx.files.exists('newdir/moved.txt')), 'newdir gone')
     return true
   })
-  await step('files.watchDir (not supported yet)', () => unsupported(() => sbx.files.watchDir('/home/user', () => {})))
+  await step('files.watchDir', async () => {
+    await sbx.files.makeDir('watched')
+    const seen = []
+    const handle = await sbx.files.watchDir('/home/user/watched', (e) => seen.push(`${e.type}:${e.name}`), { recursive: true })
+    await sbx.files.write('watched/new.txt', 'x')
+    await sbx.commands.run('mkdir watched/sub && sleep 0.2 && echo y > watched/sub/deep.txt && rm watched/new.txt')
+    for (let i = 0; i < 50 && !seen.includes('remove:new.txt'); i++) await sleep(100)
+    await handle.stop()
+    for (const want of ['create:new.txt', 'create:sub', 'create:sub/deep.txt', 'remove:new.txt']) {
+      expect(seen.includes(want), `${want} in ${JSON.stringify(seen)}`)
+    }
+    return seen
+  })
   await step('pty.create/sendInput/resize/kill', async () => {
     let out = ''
     const dec = new TextDecoder()
