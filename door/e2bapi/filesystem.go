@@ -22,15 +22,6 @@ type filesystemService struct{ d *Door }
 
 var _ filesystemconnect.FilesystemHandler = (*filesystemService)(nil)
 
-// unsupported authenticates a call and answers that it is not
-// supported.
-func (f *filesystemService) unsupported(h http.Header, call string) error {
-	if _, err := f.d.rpcSandbox(h); err != nil {
-		return err
-	}
-	return rpcError(notSupported("filesystem." + call))
-}
-
 // target authenticates a call and maps its path onto the workspace.
 func (f *filesystemService) target(h http.Header, p string) (id, rel string, err error) {
 	if id, err = f.d.rpcSandbox(h); err != nil {
