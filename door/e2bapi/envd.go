@@ -10,6 +10,10 @@ import (
 	"github.com/agent-runner/agent-runner/job"
 )
 
+// maxRPCBytes bounds one Connect request message (a process's input
+// included), as the sessions API bounds a stdin body.
+const maxRPCBytes = 1 << 20
+
 // envdRoutes are the in-sandbox API's routes: envd's HTTP routes and its
 // Connect-RPC services (Connect protocol, JSON or binary).
 func (d *Door) envdRoutes() {
@@ -17,9 +21,9 @@ func (d *Door) envdRoutes() {
 	m.HandleFunc("GET /health", d.health)
 	m.HandleFunc("GET /files", d.readFile)
 	m.HandleFunc("POST /files", d.writeFiles)
-	procPath, procHandler := processconnect.NewProcessHandler(&processService{d: d}, connect.WithCompressMinBytes(1<<10))
+	procPath, procHandler := processconnect.NewProcessHandler(&processService{d: d}, connect.WithReadMaxBytes(maxRPCBytes), connect.WithCompressMinBytes(1<<10))
 	m.Handle(procPath, procHandler)
-	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(&filesystemService{d: d})
+	fsPath, fsHandler := filesystemconnect.NewFilesystemHandler(&filesystemService{d: d}, connect.WithReadMaxBytes(maxRPCBytes))
 	m.Handle(fsPath, fsHandler)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, notSupported("envd's "+r.Method+" "+r.URL.Path))
