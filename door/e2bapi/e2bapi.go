@@ -110,16 +110,41 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path, r2.URL.RawPath = rest, ""
-	if r.Header.Get(headerSandboxID) != "" {
-		d.envd.ServeHTTP(w, r2)
-		return
+	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	switch {
+	case r.Header.Get(headerSandboxID) != "":
+		d.envd.ServeHTTP(rec, r2)
+	default:
+		if err := d.authorizeKey(r); err != nil {
+			writeHTTPError(rec, err)
+			break
+		}
+		d.control.ServeHTTP(rec, r2)
 	}
-	if err := d.authorizeKey(r); err != nil {
-		writeHTTPError(w, err)
-		return
+	if rec.status >= http.StatusInternalServerError {
+		d.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, "status", rec.status, "sandbox", r.Header.Get(headerSandboxID))
 	}
-	d.control.ServeHTTP(w, r2)
 }
+
+// statusWriter notes the status a handler answered; it flushes and
+// unwraps so that streams work through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authorizeKey checks the control plane's X-API-Key.
 func (d *Door) authorizeKey(r *http.Request) error {
