@@ -36,11 +36,16 @@ const DefaultPrefix = "/e2b"
 // watch entries), which the SDKs then refuse on their side.
 const EnvdVersion = "0.5.7"
 
+// envdPort is the port of envd in an E2B sandbox, which the SDKs name
+// in E2b-Sandbox-Port.
+const envdPort = "49983"
+
 // Headers the SDKs send.
 const (
 	headerAPIKey      = "X-API-Key"
 	headerAccessToken = "X-Access-Token"
 	headerSandboxID   = "E2b-Sandbox-Id"
+	headerSandboxPort = "E2b-Sandbox-Port"
 	headerKeepalive   = "Keepalive-Ping-Interval"
 )
 
@@ -113,6 +118,10 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	switch {
 	case r.Header.Get(headerSandboxID) != "":
+		if port := r.Header.Get(headerSandboxPort); port != "" && port != envdPort {
+			writeHTTPError(rec, notSupported("reaching port "+port+" of a sandbox (only envd's, "+envdPort+")"))
+			break
+		}
 		d.envd.ServeHTTP(rec, r2)
 	default:
 		if err := d.authorizeKey(r); err != nil {

@@ -197,6 +197,8 @@ func TestFiles(t *testing.T) {
 		{files + "?path=a/raw.bin", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": "ea_wrong"}, 401, "access token"},
 		{srv.URL + "/e2b/health", envdHeader(sb), 204, ""},
 		{srv.URL + "/e2b/envs", envdHeader(sb), 501, "not supported"},
+		{srv.URL + "/e2b/health", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken, "E2b-Sandbox-Port": "49983"}, 204, ""},
+		{srv.URL + "/e2b/", map[string]string{"E2b-Sandbox-Id": sb.SandboxID, "X-Access-Token": sb.EnvdAccessToken, "E2b-Sandbox-Port": "8080"}, 501, "port 8080"},
 	} {
 		if status, got := call(t, "GET", tc.url, tc.header, nil); status != tc.status || !strings.Contains(got, tc.want) {
 			t.Errorf("GET %s = %d %q, want %d with %q", strings.TrimPrefix(tc.url, srv.URL), status, got, tc.status, tc.want)
