@@ -180,3 +180,14 @@ func (w *watcher) events(buf []byte, send func(EntryEvent) error) (done bool, er
 	}
 	return false, nil
 }
+
+// namesAt are the names in directory fd (which it leaves open).
+func namesAt(fd int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dup), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

@@ -16,7 +16,7 @@ func TestWatchEntries(t *testing.T) {
 	f := newFixture(t, "local_process", nil)
 	ctx := context.Background()
 	id := f.create(t, session.CreateRequest{}).ID
-	if _, _, err := f.s.MakeDirEntry(ctx, id, "w"); err != nil {
+	if _, err := f.s.MakeDir(ctx, id, "w"); err != nil {
 		t.Fatal(err)
 	}
 	events := make(chan session.EntryEvent, 100)

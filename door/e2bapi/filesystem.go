@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"path"
 	"strconv"
@@ -11,8 +12,10 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/door/e2bapi/envd/filesystem"
 	"github.com/agent-runner/agent-runner/door/e2bapi/envd/filesystem/filesystemconnect"
+	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/session"
 )
 
@@ -34,25 +37,49 @@ func (f *filesystemService) target(h http.Header, p string) (id, rel string, err
 }
 
 // entryInfo is a workspace entry as envd describes it: its path as the
-// sandbox's processes see it, Go's mode bits (envd is Go too), owner and
-// group by number.
-func (d *Door) entryInfo(e session.Entry) *filesystem.EntryInfo {
+// sandbox's processes see it, Go's mode bits (envd is Go too) and their
+// string; the owner is not known here.
+func (d *Door) entryInfo(e session.FileEntry) *filesystem.EntryInfo {
 	p := d.sandboxPath(e.Path)
+	mode := entryMode(e)
 	info := &filesystem.EntryInfo{
-		Name: path.Base(p), Path: p, Size: e.Size, Mode: uint32(e.Mode), Permissions: e.Mode.String(),
-		Owner: strconv.FormatUint(uint64(e.UID), 10), Group: strconv.FormatUint(uint64(e.GID), 10),
-		ModifiedTime: timestamppb.New(e.ModTime),
+		Name: path.Base(p), Path: p, Size: e.Size, Mode: uint32(mode), Permissions: mode.String(),
+		ModifiedTime: timestamppb.New(e.ModifiedAt),
 	}
 	switch e.Type {
-	case "file":
+	case backend.FileRegular:
 		info.Type = filesystem.FileType_FILE_TYPE_FILE
-	case "dir":
+	case backend.FileDir:
 		info.Type = filesystem.FileType_FILE_TYPE_DIRECTORY
-	case "symlink":
+	case backend.FileSymlink:
 		info.Type = filesystem.FileType_FILE_TYPE_SYMLINK
-		info.SymlinkTarget = &e.Target
+		if e.SymlinkTarget != "" {
+			info.SymlinkTarget = &e.SymlinkTarget
+		}
 	}
 	return info
+}
+
+// entryMode is an entry's mode as package fs holds it, from its octal
+// permission digits and its type.
+func entryMode(e session.FileEntry) fs.FileMode {
+	bits, _ := strconv.ParseUint(e.Mode, 8, 32)
+	mode := fs.FileMode(bits & 0o777)
+	for bit, m := range map[uint64]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
+		if bits&bit != 0 {
+			mode |= m
+		}
+	}
+	switch e.Type {
+	case backend.FileDir:
+		mode |= fs.ModeDir
+	case backend.FileSymlink:
+		mode |= fs.ModeSymlink
+	case backend.FileRegular:
+	default:
+		mode |= fs.ModeIrregular
+	}
+	return mode
 }
 
 // Stat describes one entry (files.exists, files.getInfo).
@@ -61,7 +88,7 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	e, err := f.d.cfg.Sessions.StatEntry(ctx, id, rel)
+	e, err := f.d.cfg.Sessions.StatFile(ctx, id, rel)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -75,17 +102,22 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	e, created, err := f.d.cfg.Sessions.MakeDirEntry(ctx, id, rel)
+	created, err := f.d.cfg.Sessions.MakeDir(ctx, id, rel)
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	if !created {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("%s already exists", req.Msg.GetPath()))
 	}
+	e, err := f.d.cfg.Sessions.StatFile(ctx, id, rel)
+	if err != nil {
+		return nil, rpcError(err)
+	}
 	return connect.NewResponse(&filesystem.MakeDirResponse{Entry: f.d.entryInfo(e)}), nil
 }
 
-// Move renames an entry (files.rename).
+// Move renames an entry (files.rename), making the destination's
+// missing parents.
 func (f *filesystemService) Move(ctx context.Context, req *connect.Request[filesystem.MoveRequest]) (*connect.Response[filesystem.MoveResponse], error) {
 	id, from, err := f.target(req.Header(), req.Msg.GetSource())
 	if err != nil {
@@ -95,14 +127,22 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	e, err := f.d.cfg.Sessions.MoveEntry(ctx, id, from, to)
+	if err := f.d.cfg.Sessions.MoveFile(ctx, id, from, to); err != nil {
+		return nil, rpcError(err)
+	}
+	e, err := f.d.cfg.Sessions.StatFile(ctx, id, to)
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystem.MoveResponse{Entry: f.d.entryInfo(e)}), nil
 }
 
-// ListDir lists a directory to depth levels (files.list).
+// maxListed bounds the entries one ListDir answers, all levels together.
+const maxListed = backend.DefaultMaxDirEntries
+
+// ListDir lists a directory to depth levels (files.list), a level's
+// directories before what they hold; symlinks are listed, not entered.
+// More than maxListed entries is refused rather than cut short.
 func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[filesystem.ListDirRequest]) (*connect.Response[filesystem.ListDirResponse], error) {
 	id, rel, err := f.target(req.Header(), req.Msg.GetPath())
 	if err != nil {
@@ -112,15 +152,30 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if depth == 0 {
 		depth = 1
 	}
-	es, err := f.d.cfg.Sessions.ListEntries(ctx, id, rel, depth)
-	if err != nil {
+	out := &filesystem.ListDirResponse{}
+	if err := f.list(ctx, id, rel, depth, out); err != nil {
 		return nil, rpcError(err)
 	}
-	out := &filesystem.ListDirResponse{}
-	for _, e := range es {
-		out.Entries = append(out.Entries, f.d.entryInfo(e))
-	}
 	return connect.NewResponse(out), nil
+}
+
+func (f *filesystemService) list(ctx context.Context, id, rel string, depth int, out *filesystem.ListDirResponse) error {
+	l, err := f.d.cfg.Sessions.ListFiles(ctx, id, rel)
+	if err != nil {
+		return err
+	}
+	if l.Truncated || len(out.Entries)+len(l.Entries) > maxListed {
+		return job.Errorf(job.CodeLimitExceeded, "the listing holds more than %d entries; list a smaller directory or depth", maxListed)
+	}
+	for _, e := range l.Entries {
+		out.Entries = append(out.Entries, f.d.entryInfo(e))
+		if e.Type == backend.FileDir && depth > 1 {
+			if err := f.list(ctx, id, e.Path, depth-1, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Remove removes a file, a symlink, or a directory with what it holds.
@@ -129,7 +184,7 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if err != nil {
 		return nil, err
 	}
-	if err := f.d.cfg.Sessions.RemoveEntry(ctx, id, rel); err != nil {
+	if err := f.d.cfg.Sessions.RemoveFile(ctx, id, rel, true); err != nil {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
