@@ -54,8 +54,10 @@ func httpStatus(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case job.CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
-	case job.CodeJobConflict, job.CodeSessionNoTerminal:
+	case job.CodeJobConflict, job.CodeSessionNoTerminal, job.CodeDirectoryNotEmpty:
 		return http.StatusConflict
+	case job.CodeBackendUnavail:
+		return http.StatusServiceUnavailable
 	case job.CodeSessionNotRunning:
 		if ended(jerr) {
 			// envd's answer for a sandbox that is gone, which the SDKs
@@ -149,8 +151,10 @@ func rpcCode(jerr *job.Error) connect.Code {
 		return connect.CodeResourceExhausted
 	case job.CodeJobConflict:
 		return connect.CodeAlreadyExists
-	case job.CodeSessionNoTerminal:
+	case job.CodeSessionNoTerminal, job.CodeDirectoryNotEmpty:
 		return connect.CodeFailedPrecondition
+	case job.CodeBackendUnavail:
+		return connect.CodeUnavailable
 	case job.CodeRunCanceled:
 		return connect.CodeCanceled
 	case job.CodeSessionNotRunning:
