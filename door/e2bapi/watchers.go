@@ -40,6 +40,12 @@ type polled struct {
 	err     error
 }
 
+func (p *polled) isEnded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
+}
+
 func (p *polled) add(ev *filesystem.FilesystemEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,6 +66,13 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	}
 	w := &f.d.watchers
 	w.mu.Lock()
+	for wid, p := range w.byID {
+		// A watch that ended (its directory or sandbox went) and was
+		// never polled again holds no slot.
+		if p.isEnded() {
+			delete(w.byID, wid)
+		}
+	}
 	if len(w.byID) >= maxWatchers {
 		w.mu.Unlock()
 		return nil, rpcError(job.Errorf(job.CodeSessionLimit, "the server keeps at most %d watchers; remove one first", maxWatchers))
