@@ -49,18 +49,12 @@ func (d *Door) health(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// userOf is the user a request acts as: envd's Basic authorization
+// basicUser is the user a request acts as: envd's Basic authorization
 // ("user:"), or "" when it names none.
-func userOf(r interface{ BasicAuth() (string, string, bool) }) string {
+func basicUser(h http.Header) string {
+	r := http.Request{Header: h}
 	u, _, _ := r.BasicAuth()
 	return u
-}
-
-// rpcUser is the user a Connect request acts as (its Basic
-// authorization).
-func rpcUser(h http.Header) string {
-	r := http.Request{Header: h}
-	return userOf(&r)
 }
 
 // rpcSandbox authenticates a Connect request and checks its user.
@@ -69,7 +63,7 @@ func (d *Door) rpcSandbox(h http.Header) (string, error) {
 	if err != nil {
 		return "", rpcError(err)
 	}
-	if err := checkUser(rpcUser(h)); err != nil {
+	if err := checkUser(basicUser(h)); err != nil {
 		return "", rpcError(err)
 	}
 	return id, nil
