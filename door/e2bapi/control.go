@@ -88,7 +88,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	req, err := sessionRequest(b)
+	req, err := sessionRequest(b, d.cfg.Internet)
 	if err != nil {
 		writeHTTPError(w, err)
 		return

@@ -21,12 +21,15 @@ type createBody struct {
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
-	AllowInternetAccess *bool           `json:"allow_internet_access"`
-	Network             *networkBody    `json:"network"`
-	Secure              *bool           `json:"secure"`
-	MCP                 json.RawMessage `json:"mcp"`
-	IAM                 json.RawMessage `json:"iam"`
-	VolumeMounts        json.RawMessage `json:"volumeMounts"`
+	AllowInternetAccess *bool        `json:"allow_internet_access"`
+	Network             *networkBody `json:"network"`
+	// Secure false asks for an envd without access token: every
+	// sandbox here has one, and the SDKs send the token a create
+	// answers, so it is answered as true.
+	Secure       *bool           `json:"secure"`
+	MCP          json.RawMessage `json:"mcp"`
+	IAM          json.RawMessage `json:"iam"`
+	VolumeMounts json.RawMessage `json:"volumeMounts"`
 }
 
 // networkBody is a create's network: allowOut, with denyOut naming all
@@ -48,8 +51,9 @@ const allTraffic = "0.0.0.0/0"
 func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
 
 // sessionRequest translates a create into the session service's, or
-// says what of it is not supported.
-func sessionRequest(b createBody) (session.CreateRequest, error) {
+// says what of it is not supported; internet is the network that
+// allow_internet_access true gets (Config.Internet).
+func sessionRequest(b createBody, internet *session.Network) (session.CreateRequest, error) {
 	req := session.CreateRequest{Metadata: b.Metadata}
 	switch b.TemplateID {
 	case "", baseTemplate:
@@ -69,8 +73,6 @@ func sessionRequest(b createBody) (session.CreateRequest, error) {
 		return req, notSupported("autoPause (pausing at the timeout; a sandbox is killed at its timeout)")
 	case b.AutoResume != nil && b.AutoResume.Enabled:
 		return req, notSupported("autoResume")
-	case b.Secure != nil && !*b.Secure:
-		return req, notSupported("secure: false (every sandbox has an access token)")
 	case given(b.MCP):
 		return req, notSupported("mcp (the MCP gateway template)")
 	case given(b.IAM):
@@ -78,17 +80,17 @@ func sessionRequest(b createBody) (session.CreateRequest, error) {
 	case given(b.VolumeMounts):
 		return req, notSupported("volumeMounts")
 	}
-	net, err := network(b.AllowInternetAccess, b.Network)
+	net, err := network(b.AllowInternetAccess, b.Network, internet)
 	req.Network = net
 	return req, err
 }
 
 // network maps E2B's internet access and network rules onto the egress
 // vocabulary: allowOut is an allow-list (the gateway's, within the
-// operator's ceiling), allow_internet_access true the host network
-// (where the operator allows it), false or unset no network but
+// operator's ceiling), allow_internet_access true the operator's
+// internet (internet: nil refuses it), false or unset no network but
 // loopback.
-func network(allowInternet *bool, n *networkBody) (*session.Network, error) {
+func network(allowInternet *bool, n *networkBody, internet *session.Network) (*session.Network, error) {
 	if n != nil {
 		switch {
 		case given(n.Rules):
@@ -118,7 +120,10 @@ func network(allowInternet *bool, n *networkBody) (*session.Network, error) {
 		}
 	}
 	if allowInternet != nil && *allowInternet {
-		return &session.Network{Mode: "host"}, nil
+		if internet == nil {
+			return nil, job.Errorf(job.CodeNetworkDenied, "allow_internet_access: this server gives sandboxes no internet (the operator's --allow-host-network or --egress-allow); create with allowInternetAccess false, or name hosts in network.allowOut").With("field", "allow_internet_access")
+		}
+		return internet, nil
 	}
 	return &session.Network{Mode: "disabled"}, nil
 }

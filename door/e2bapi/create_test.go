@@ -18,10 +18,14 @@ func TestSessionRequest(t *testing.T) {
 		// code or unsupported, when the body is refused.
 		code        job.Code
 		unsupported bool
+		// noInternet: the server gives sandboxes no internet.
+		noInternet bool
 	}{
 		{body: `{"templateID":"base","timeout":60,"metadata":{"a":"b"}}`, want: session.CreateRequest{TimeoutS: 60, Metadata: map[string]string{"a": "b"}, Network: &session.Network{Mode: "disabled"}}},
 		{body: `{}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"allow_internet_access":true}`, want: session.CreateRequest{Network: &session.Network{Mode: "host"}}},
+		{body: `{"allow_internet_access":true}`, noInternet: true, code: job.CodeNetworkDenied},
+		{body: `{"secure":false,"envVars":{},"autoPause":false}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"allow_internet_access":false}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"network":{"allowOut":["pypi.org"],"denyOut":["0.0.0.0/0"]}}`, want: session.CreateRequest{Network: &session.Network{Mode: "allowlist", AllowedHosts: []string{"pypi.org"}}}},
 		{body: `{"network":{"allowOut":["pypi.org"]}}`, want: session.CreateRequest{Network: &session.Network{Mode: "allowlist", AllowedHosts: []string{"pypi.org"}}}},
@@ -32,7 +36,6 @@ func TestSessionRequest(t *testing.T) {
 		{body: `{"envVars":{"A":"b"}}`, unsupported: true},
 		{body: `{"autoPause":true}`, unsupported: true},
 		{body: `{"autoResume":{"enabled":true}}`, unsupported: true},
-		{body: `{"secure":false}`, unsupported: true},
 		{body: `{"mcp":{"x":{}}}`, unsupported: true},
 		{body: `{"volumeMounts":[{"name":"v","path":"/data"}]}`, unsupported: true},
 		{body: `{"network":{"denyOut":["10.0.0.0/8"]}}`, unsupported: true},
@@ -44,7 +47,11 @@ func TestSessionRequest(t *testing.T) {
 		if err := json.Unmarshal([]byte(tc.body), &b); err != nil {
 			t.Fatal(err)
 		}
-		got, err := sessionRequest(b)
+		internet := &session.Network{Mode: "host"}
+		if tc.noInternet {
+			internet = nil
+		}
+		got, err := sessionRequest(b, internet)
 		var u *unsupported
 		switch {
 		case tc.unsupported:

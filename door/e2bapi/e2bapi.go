@@ -65,7 +65,13 @@ type Config struct {
 	// paths under either are the workspace's; relative paths are
 	// relative to it.
 	Home, Workspace string
-	Logger          *slog.Logger
+	// Internet is the network of a sandbox created with
+	// allow_internet_access true (E2B's default in its Python SDK): the
+	// host network where serve allows it, else an allow-list of the
+	// whole egress ceiling; nil refuses such a create
+	// (policy.network_denied).
+	Internet *session.Network
+	Logger   *slog.Logger
 }
 
 // Door serves the E2B-compatible API.

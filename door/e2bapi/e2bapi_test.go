@@ -130,6 +130,7 @@ func TestControlPlane(t *testing.T) {
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"base","bogus":1}`, 400, "bogus"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"envVars":{"A":"b"}}`, 501, "envVars"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"python"}`, 404, "python"},
+		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"allow_internet_access":true}`, 403, "no internet"},
 		{"POST", base + "/timeout", sessionsKey, `{"timeout":120}`, 204, ""},
 		{"POST", base + "/refreshes", sessionsKey, `{"duration":30}`, 204, ""},
 		{"POST", base + "/pause", sessionsKey, "", 204, ""},
