@@ -55,6 +55,9 @@ func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "nu
 // allow_internet_access true gets (Config.Internet).
 func sessionRequest(b createBody, internet *session.Network) (session.CreateRequest, error) {
 	req := session.CreateRequest{Metadata: b.Metadata}
+	if len(b.EnvVars) > 0 {
+		req.Env = b.EnvVars
+	}
 	switch b.TemplateID {
 	case "", baseTemplate:
 	default:
@@ -67,8 +70,6 @@ func sessionRequest(b createBody, internet *session.Network) (session.CreateRequ
 		req.TimeoutS = *b.Timeout
 	}
 	switch {
-	case len(b.EnvVars) > 0:
-		return req, notSupported("envVars (environment variables for the whole sandbox; pass envs to each command instead)")
 	case b.AutoPause != nil && *b.AutoPause, b.AutoPauseMemory != nil:
 		return req, notSupported("autoPause (pausing at the timeout; a sandbox is killed at its timeout)")
 	case b.AutoResume != nil && b.AutoResume.Enabled:

@@ -33,7 +33,7 @@ func TestSessionRequest(t *testing.T) {
 		{body: `{"autoPause":false}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"templateID":"python"}`, code: job.CodeJobNotFound},
 		{body: `{"timeout":0}`, code: job.CodeInvalidRequest},
-		{body: `{"envVars":{"A":"b"}}`, unsupported: true},
+		{body: `{"envVars":{"A":"b"}}`, want: session.CreateRequest{Env: map[string]string{"A": "b"}, Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"autoPause":true}`, unsupported: true},
 		{body: `{"autoResume":{"enabled":true}}`, unsupported: true},
 		{body: `{"mcp":{"x":{}}}`, unsupported: true},

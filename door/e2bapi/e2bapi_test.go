@@ -128,7 +128,7 @@ func TestControlPlane(t *testing.T) {
 		{"GET", srv.URL + "/e2b/v2/sandboxes?state=paused", sessionsKey, "", 200, "[]"},
 		{"GET", base, sessionsKey, "", 200, `"state":"running"`},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"base","bogus":1}`, 400, "bogus"},
-		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"envVars":{"A":"b"}}`, 501, "envVars"},
+		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"autoPause":true}`, 501, "autoPause"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"python"}`, 404, "python"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"allow_internet_access":true}`, 403, "no internet"},
 		{"POST", base + "/timeout", sessionsKey, `{"timeout":120}`, 204, ""},

@@ -248,7 +248,18 @@ async function main() {
     expect(r.stdout === 'back\n', 'a command after the resume')
     return info.state
   })
-  await step('Sandbox.create with envs (not supported yet)', () => unsupported(() => Sandbox.create({ envs: { A: 'b' } })))
+  await step('Sandbox.create with envs (every command\'s default)', async () => {
+    const withEnv = await Sandbox.create({ envs: { SANDBOX_GREETING: 'from-create' } })
+    try {
+      const r = await withEnv.commands.run('echo $SANDBOX_GREETING')
+      expect(r.stdout === 'from-create\n', `the create's env, got ${JSON.stringify(r.stdout)}`)
+      const o = await withEnv.commands.run('echo $SANDBOX_GREETING', { envs: { SANDBOX_GREETING: 'own' } })
+      expect(o.stdout === 'own\n', `a command's own env wins, got ${JSON.stringify(o.stdout)}`)
+      return r.stdout.trim()
+    } finally {
+      await withEnv.kill()
+    }
+  })
   await step('Sandbox.create with another template is not found', async () => {
     try {
       await Sandbox.create('python-3.12')
