@@ -51,6 +51,8 @@ type SandboxSpec struct {
 // it when its Step names it. It is safe for concurrent use; Close
 // deletes it.
 type Sandbox struct {
+	// mu guards spec's ID and Workspace, which Rebind may change.
+	mu   sync.Mutex
 	spec SandboxSpec
 	b    backend.Backend
 	sb   backend.Sandbox
@@ -136,7 +138,11 @@ func (r *Runner) sandboxLimits(l job.Limits) job.Limits {
 }
 
 // ID is the sandbox's id (SandboxSpec.ID).
-func (s *Sandbox) ID() string { return s.spec.ID }
+func (s *Sandbox) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec.ID
+}
 
 // Backend is the backend the sandbox runs on.
 func (s *Sandbox) Backend() backend.Backend { return s.b }
@@ -154,7 +160,9 @@ func (s *Sandbox) Close() error {
 // and its allowlist, and the limits that hold for the whole sandbox. The
 // run's timeout stays its own (the sandbox's when it sets none).
 func (s *Sandbox) shape(req *job.Request) {
+	s.mu.Lock()
 	req.Workspace.Path = s.spec.Workspace
+	s.mu.Unlock()
 	req.Policy.Network, req.Policy.AllowedHosts = s.spec.Network, s.spec.AllowedHosts
 	l := s.spec.Limits
 	req.Limits.MemoryMB, req.Limits.CPUCount, req.Limits.MaxProcesses, req.Limits.TmpMB = l.MemoryMB, l.CPUCount, l.MaxProcesses, l.TmpMB

@@ -30,4 +30,8 @@ func (s *Sandbox) WriteFile(ctx context.Context, rel string, r io.Reader, mode f
 
 // Workspace is the host directory the sandbox's processes work in
 // (SandboxSpec.Workspace).
-func (s *Sandbox) Workspace() string { return s.spec.Workspace }
+func (s *Sandbox) Workspace() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec.Workspace
+}
