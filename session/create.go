@@ -22,7 +22,10 @@ type CreateRequest struct {
 	// ID names it; empty mints "sbx_<16 hex>". A repeated create of an
 	// id with the same request answers the sandbox it made; another
 	// request is job.conflict.
-	ID        string            `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Template names the operator's template whose defaults fill what
+	// the request leaves out, and whose warm pool it may claim from.
+	Template  string            `json:"template,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`
 	Limits    Limits            `json:"limits,omitempty"`
@@ -30,16 +33,27 @@ type CreateRequest struct {
 	Network   *Network          `json:"network,omitempty"`
 	TimeoutS  int64             `json:"timeout_s,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Env is every exec's environment in the sandbox; an exec's own env
+	// overrides a key.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Create creates a sandbox and returns its record (running) and whether
 // this call created it. A sandbox that cannot be built is recorded
 // failed, with the error returned.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, error) {
-	rec, spec, rules, err := s.admit(req)
+	full, err := s.withTemplate(req)
 	if err != nil {
 		return Record{}, false, err
 	}
+	if err := checkEnv(full.Env); err != nil {
+		return Record{}, false, err
+	}
+	rec, spec, rules, err := s.admit(full)
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec.Template = req.Template
 	digest, err := requestDigest(req)
 	if err != nil {
 		return Record{}, false, err
@@ -53,10 +67,17 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
-	if err := s.reserve(); err != nil {
-		return Record{}, false, err
+	it, why := s.take(req.Template, spec)
+	if it == nil {
+		if err := s.reserve(); err != nil {
+			return Record{}, false, err
+		}
 	}
 	defer s.release()
+	rec.Start, rec.StartReason = StartWarm, why
+	if it == nil {
+		rec.Start = StartCold
+	}
 	created, err := s.cfg.Records.Claim(rec.ID, digest, func(dir string) error {
 		b, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {
@@ -64,15 +85,18 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		}
 		return os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), store.RecordFileMode)
 	})
-	if err != nil {
-		return Record{}, false, err
-	}
-	if !created {
+	if err != nil || !created {
+		if it != nil {
+			s.giveBack(req.Template, it)
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
 	s.publish(rec)
-	h, err := s.start(ctx, rec, spec, rules)
+	h, err := s.build(ctx, &rec, it, spec, rules)
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {
@@ -82,7 +106,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
-	h.rec = rec
+	h.rec, h.env = rec, full.Env
 	s.mu.Lock()
 	s.live[rec.ID] = h
 	s.mu.Unlock()
@@ -132,7 +156,7 @@ func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec)
 func (s *Service) reserve() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.live)+s.starting >= s.cfg.MaxSandboxes {
+	if len(s.live)+s.starting+s.pooledCount() >= s.cfg.MaxSandboxes {
 		return job.Errorf(job.CodeSessionLimit, "the server keeps at most %d sandboxes; delete one first", s.cfg.MaxSandboxes).With("max", s.cfg.MaxSandboxes)
 	}
 	s.starting++

@@ -70,6 +70,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	}
 	h.rec.Execs++
 	n, pol, sb := h.rec.Execs, h.rec.Policy, h.sb
+	req.Env = sandboxEnv(h.env, req.Env)
 	h.mu.Unlock()
 	jr := job.Request{
 		JobID:   runner.StepID(id, "exec-"+strconv.FormatInt(n, 10)),

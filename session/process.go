@@ -58,6 +58,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	}
 	h.rec.Processes++
 	n, pol, sb := h.rec.Processes, h.rec.Policy, h.sb
+	req.Env = sandboxEnv(h.env, req.Env)
 	h.mu.Unlock()
 	jr := job.Request{
 		JobID:       runner.StepID(id, "proc-"+strconv.FormatInt(n, 10)),

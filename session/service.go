@@ -59,6 +59,13 @@ type Config struct {
 	// sandbox without a policy of its own runs under. Nil: any program
 	// inside the sandbox's view, with the shell and the exec's env.
 	Policy *job.Policy
+	// Templates are the operator's named sandbox templates (serve's
+	// --sandbox-templates); a template with a pool keeps that many
+	// sandboxes created and frozen in PoolDir (default: session-pool
+	// beside the records' directory, on the same filesystem: a claimed
+	// sandbox's workspace is moved under its record).
+	Templates map[string]Template
+	PoolDir   string
 	// Events, when set, gets every state change (EventKind).
 	Events  Publisher
 	Logger  *slog.Logger
@@ -83,6 +90,8 @@ type Service struct {
 	// the creates in progress (held to MaxSandboxes with them).
 	live     map[string]*handle
 	starting int
+	// pools are the templates' warm pools (their counts guarded by mu).
+	pools *pools
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -95,6 +104,8 @@ type handle struct {
 	stop func()
 	// procs are its background processes (their own lock).
 	procs processes
+	// env is every exec's environment (CreateRequest.Env).
+	env map[string]string
 }
 
 // New builds the service over cfg.Records and ends the records of
@@ -129,6 +140,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, live: map[string]*handle{}}
+	if err := s.checkTemplates(); err != nil {
+		return nil, err
+	}
 	ids, err := cfg.Records.List()
 	if err != nil {
 		return nil, err
@@ -143,6 +157,9 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.removeWorkspace(id)
+	}
+	if err := s.startPools(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
