@@ -51,7 +51,7 @@ type SandboxSpec struct {
 // it when its Step names it. It is safe for concurrent use; Close
 // deletes it.
 type Sandbox struct {
-	// mu guards spec's ID and Workspace, which Rebind may change.
+	// mu guards spec's ID, which Rebind may change.
 	mu   sync.Mutex
 	spec SandboxSpec
 	b    backend.Backend

@@ -14,34 +14,32 @@ import (
 )
 
 // claimDir is where a claim stages the caller's workspace, in the
-// record's directory, before moving it into the sandbox's.
+// pooled sandbox's directory (out of the sandbox's view), before moving
+// it into the workspace.
 const claimDir = "workspace.claim"
 
 // claim makes pooled sandbox it sandbox rec: what is per claim is bound
-// now, never at pool time. The sandbox takes rec's id and its workspace
-// moves under rec's directory (runner.Sandbox.Rebind); a copy of
-// workspace.path is staged beside it (package snapshot) and moved in,
-// owned by the sandbox's workload user (backend.MoveIntoWorkspace); an
-// allowlist's bridge gets rec's rules and its egress log; then the
-// sandbox is thawed. On an error the pooled sandbox is discarded and
+// now, never at pool time. The sandbox takes rec's id
+// (runner.Sandbox.Rebind); a copy of workspace.path is staged beside its
+// workspace (package snapshot) and moved in, owned by the sandbox's
+// workload user (backend.MoveIntoWorkspace); an allowlist's bridge gets
+// rec's rules and its egress log (in rec's directory); then the sandbox
+// is thawed. Its workspace stays in the pool's directory, removed when
+// the sandbox ends. On an error the pooled sandbox is discarded and
 // nothing of it is left; cold reports whether a cold start may still
 // serve the create (the error was the pooled sandbox's, not the
 // request's).
 func (s *Service) claim(ctx context.Context, it *pooled, rec Record, rules []egress.Rule) (h *handle, cold bool, err error) {
-	ws := filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
 	fail := func(err error, cold bool) (*handle, bool, error) {
 		s.discard(it)
-		os.RemoveAll(ws)
 		return nil, cold, err
 	}
-	if err := it.sb.Rebind(rec.ID, ws); err != nil {
-		return fail(err, true)
-	}
+	it.sb.Rebind(rec.ID)
 	if src := rec.Workspace.Path; src != "" {
-		staged := filepath.Join(s.cfg.Records.Path(rec.ID), claimDir)
+		staged := filepath.Join(it.dir, claimDir)
 		_, err := snapshot.Copy(ctx, src, staged, snapshot.Options{})
 		if err == nil {
-			err = backend.MoveIntoWorkspace(staged, ws)
+			err = backend.MoveIntoWorkspace(staged, it.sb.Workspace())
 		}
 		os.RemoveAll(staged)
 		if err != nil {
@@ -54,9 +52,8 @@ func (s *Service) claim(ctx context.Context, it *pooled, rec Record, rules []egr
 	if err := it.sb.Resume(ctx); err != nil {
 		return fail(err, true)
 	}
-	os.Remove(it.dir)
 	bridge := it.bridge
-	return &handle{sb: it.sb, stop: func() { bridge.close(s) }}, false, nil
+	return &handle{sb: it.sb, dir: it.dir, stop: func() { bridge.close(s) }}, false, nil
 }
 
 // build makes sandbox rec: claimed from pooled sandbox it when there is

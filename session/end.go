@@ -40,7 +40,11 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	s.mu.Lock()
 	delete(s.live, h.rec.ID)
 	s.mu.Unlock()
-	s.removeWorkspace(h.rec.ID)
+	if h.dir != "" {
+		s.removeDir(h.dir)
+	} else {
+		s.removeWorkspace(h.rec.ID)
+	}
 	return h.rec, true
 }
 

@@ -48,6 +48,9 @@ type pools struct {
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
+	// lastClaim is when a create last claimed a pooled sandbox: the
+	// refill waits Config.PoolRefillDelay after it.
+	lastClaim time.Time
 }
 
 // pool is one template's: its sandboxes' shape, those ready to claim,
@@ -152,15 +155,61 @@ func (s *Service) fillPools(ctx context.Context) {
 	t := time.NewTicker(poolCheck)
 	defer t.Stop()
 	for {
-		s.refill(ctx)
+		var later <-chan time.Time
+		if d := s.refillIn(); d > 0 {
+			later = time.After(d)
+		} else {
+			s.refill(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.pools.wake:
+		case <-later:
 		case <-t.C:
 			s.checkPooled(ctx)
 		}
 	}
+}
+
+// refillIn is how long the refill waits still: PoolRefillDelay after
+// the last claim.
+func (s *Service) refillIn() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pools.lastClaim.IsZero() {
+		return 0
+	}
+	return max(0, time.Until(s.pools.lastClaim.Add(s.cfg.PoolRefillDelay)))
+}
+
+// WaitPools waits until every pool is full, or ctx ends (its error).
+// serve waits for it before it answers, so its first creates are warm.
+func (s *Service) WaitPools(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s.poolsFull() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// poolsFull reports whether every pool holds its size ready.
+func (s *Service) poolsFull() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pools.byName {
+		if len(p.ready) < p.size {
+			return false
+		}
+	}
+	return true
 }
 
 // refill creates sandboxes for the pools that lack some, one at a time,
@@ -174,7 +223,7 @@ func (s *Service) refill(ctx context.Context) {
 	sort.Strings(names)
 	for _, name := range names {
 		p := s.pools.byName[name]
-		for ctx.Err() == nil {
+		for ctx.Err() == nil && s.refillIn() == 0 {
 			s.mu.Lock()
 			if len(p.ready)+p.filling >= p.size || len(s.live)+s.starting+s.pooledCount() >= s.cfg.MaxSandboxes {
 				s.mu.Unlock()
@@ -246,7 +295,14 @@ func (s *Service) discard(it *pooled) {
 		s.cfg.Logger.Warn("cannot delete a pooled sandbox", "id", it.sb.ID(), "error", err)
 	}
 	it.bridge.close(s)
-	os.RemoveAll(it.dir)
+	s.removeDir(it.dir)
+}
+
+// removeDir removes a pooled sandbox's directory.
+func (s *Service) removeDir(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		s.cfg.Logger.Warn("cannot remove a pooled sandbox's directory", "dir", dir, "error", err)
+	}
 }
 
 // checkPooled checks every pooled sandbox alive (freezing a frozen one
@@ -305,6 +361,7 @@ func (s *Service) take(name string, spec runner.SandboxSpec) (*pooled, string) {
 	it := p.ready[0]
 	p.ready = p.ready[1:]
 	s.starting++
+	s.pools.lastClaim = time.Now()
 	s.wakePools()
 	return it, ""
 }

@@ -66,6 +66,10 @@ type Config struct {
 	// sandbox's workspace is moved under its record).
 	Templates map[string]Template
 	PoolDir   string
+	// PoolRefillDelay is how long the pools wait after a claim before
+	// they refill (0: at once): a burst of creates is not slowed by the
+	// creation of their replacements.
+	PoolRefillDelay time.Duration
 	// Events, when set, gets every state change (EventKind).
 	Events  Publisher
 	Logger  *slog.Logger
@@ -106,6 +110,10 @@ type handle struct {
 	procs processes
 	// env is every exec's environment (CreateRequest.Env).
 	env map[string]string
+	// dir, when set, is what to remove when it ends (a pooled sandbox's
+	// directory, its workspace inside) instead of the record's
+	// workspace.
+	dir string
 }
 
 // New builds the service over cfg.Records and ends the records of

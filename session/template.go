@@ -14,10 +14,10 @@ import (
 // warm pool. A create's own fields override the template's within the
 // operator's maxima, which hold for both.
 type Template struct {
-	Backend  string      `json:"backend,omitempty"`
-	Limits   Limits      `json:"limits,omitempty"`
-	Policy   *job.Policy `json:"policy,omitempty"`
-	Network  *Network    `json:"network,omitempty"`
+	Backend string      `json:"backend,omitempty"`
+	Limits  Limits      `json:"limits,omitempty"`
+	Policy  *job.Policy `json:"policy,omitempty"`
+	Network *Network    `json:"network,omitempty"`
 	// Env is every exec's environment in the sandbox (an exec's own env
 	// overrides a key); a create's env adds to it key by key.
 	Env      map[string]string `json:"env,omitempty"`
