@@ -16,7 +16,7 @@ import (
 // poolFixture is a service whose template "t" keeps a pool of size
 // sandboxes (filled before it returns), with a workspace root holding
 // proj/README; edit changes the config further.
-func poolFixture(t *testing.T, kind string, size int, edit func(*session.Config)) (*fixture, string) {
+func poolFixture(t testing.TB, kind string, size int, edit func(*session.Config)) (*fixture, string) {
 	t.Helper()
 	root := t.TempDir()
 	proj := filepath.Join(root, "proj")
@@ -46,7 +46,7 @@ func poolFixture(t *testing.T, kind string, size int, edit func(*session.Config)
 
 // waitPools waits until f's pools are full (a pool that never fills
 // fails the test after a minute).
-func waitPools(t *testing.T, f *fixture) {
+func waitPools(t testing.TB, f *fixture) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
