@@ -56,8 +56,14 @@ type Sandbox struct {
 	spec SandboxSpec
 	b    backend.Backend
 	sb   backend.Sandbox
-	once sync.Once
-	err  error
+	// caps are b's capabilities, asked at the sandbox's first run and
+	// kept: they hold for its life (its cgroups, network and confinement
+	// were set up when it was opened), and linux_sandbox probes its
+	// cgroups each time it is asked (about 30 system calls).
+	capsOnce sync.Once
+	caps     backend.Capabilities
+	once     sync.Once
+	err      error
 }
 
 // OpenSandbox creates the sandbox spec describes on spec.Backend. Its

@@ -96,6 +96,9 @@ type Service struct {
 	starting int
 	// pools are the templates' warm pools (their counts guarded by mu).
 	pools *pools
+	// isolating says which backends isolate (their capabilities, asked
+	// once: linux_sandbox probes its cgroups each time it is asked).
+	isolating map[string]bool
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -147,7 +150,10 @@ func New(cfg Config) (*Service, error) {
 	if err := CheckPolicy(cfg.Policy); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, live: map[string]*handle{}}
+	s := &Service{cfg: cfg, live: map[string]*handle{}, isolating: map[string]bool{}}
+	for kind, b := range cfg.Backends {
+		s.isolating[kind] = b.Capabilities().Isolating
+	}
 	if err := s.checkTemplates(); err != nil {
 		return nil, err
 	}
