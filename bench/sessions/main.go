@@ -225,7 +225,7 @@ func idleCPU(c config) error {
 	fmt.Printf("idle CPU over %s (serve and every process below it; load %s)\n", c.IdleFor, loadavg())
 	fmt.Printf("  %-40s %s\n", "serve, no sandbox", ms(none))
 	fmt.Printf("  %-40s %s\n", fmt.Sprintf("serve, %d paused + %d pooled (frozen)", c.Idle, c.Idle), ms(paused))
-	fmt.Printf("  difference per sandbox: %s over %s\n", ms((paused-none)/time.Duration(2*c.Idle)), c.IdleFor)
+	fmt.Printf("  difference: %s for %d sandboxes over %s (/proc counts CPU in 10 ms ticks)\n", ms(paused-none), 2*c.Idle, c.IdleFor)
 	return nil
 }
 
