@@ -28,20 +28,6 @@ func quantilesOf(lat []time.Duration) quantiles {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
 
-// sequential runs one n times, one after another, and returns each
-// one's latency.
-func sequential(n int, one func(i int) (time.Duration, error)) ([]time.Duration, error) {
-	lat := make([]time.Duration, 0, n)
-	for i := range n {
-		d, err := one(i)
-		if err != nil {
-			return nil, err
-		}
-		lat = append(lat, d)
-	}
-	return lat, nil
-}
-
 // concurrent starts one n times at once and returns each one's latency
 // (from the common start) and the first error.
 func concurrent(n int, one func(i int) error) ([]time.Duration, error) {
