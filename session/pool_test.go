@@ -211,3 +211,23 @@ func TestPoolCountsAgainstTotal(t *testing.T) {
 		t.Errorf("claim at the total: %q %q, want warm", rec.Start, rec.StartReason)
 	}
 }
+
+// TestTemplatesChecked: a template is admitted when the service starts:
+// one beyond the operator's maxima, a pool too large, a name that is not
+// an id, or a network beyond what the operator allows stops it.
+func TestTemplatesChecked(t *testing.T) {
+	f := newFixture(t, "local_process", nil)
+	for name, tt := range map[string]session.Template{
+		"big":      {Limits: session.Limits{MemoryMB: 1 << 40}},
+		"pool":     {Pool: session.MaxPool + 1},
+		"network":  {Network: &session.Network{Mode: job.NetworkHost}},
+		"bad/name": {},
+	} {
+		cfg := f.cfg
+		cfg.Templates = map[string]session.Template{name: tt}
+		if s, err := session.New(cfg); err == nil {
+			s.Close()
+			t.Errorf("New with template %q %+v = nil error, want refused", name, tt)
+		}
+	}
+}
