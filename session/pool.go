@@ -51,6 +51,9 @@ type pools struct {
 	// lastClaim is when a create last claimed a pooled sandbox: the
 	// refill waits Config.PoolRefillDelay after it.
 	lastClaim time.Time
+	// lastErr is why the last pooled sandbox could not be created (nil
+	// once one was).
+	lastErr error
 }
 
 // pool is one template's: its sandboxes' shape, those ready to claim,
@@ -183,14 +186,16 @@ func (s *Service) refillIn() time.Duration {
 	return max(0, time.Until(s.pools.lastClaim.Add(s.cfg.PoolRefillDelay)))
 }
 
-// WaitPools waits until every pool is full, or ctx ends (its error).
-// serve waits for it before it answers, so its first creates are warm.
+// WaitPools waits until every pool is full (or the pools fill
+// MaxSandboxes), a pooled sandbox cannot be created (that error), or ctx
+// ends (its error). serve waits for it before it answers, so its first
+// creates are warm.
 func (s *Service) WaitPools(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if s.poolsFull() {
-			return nil
+		if full, err := s.poolsFull(); full || err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -200,16 +205,20 @@ func (s *Service) WaitPools(ctx context.Context) error {
 	}
 }
 
-// poolsFull reports whether every pool holds its size ready.
-func (s *Service) poolsFull() bool {
+// poolsFull reports whether every pool holds its size ready, or the
+// sandboxes fill MaxSandboxes, and the last creation's error.
+func (s *Service) poolsFull() (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.live)+s.starting+s.pooledCount() >= s.cfg.MaxSandboxes {
+		return true, nil
+	}
 	for _, p := range s.pools.byName {
 		if len(p.ready) < p.size {
-			return false
+			return false, s.pools.lastErr
 		}
 	}
-	return true
+	return true, nil
 }
 
 // refill creates sandboxes for the pools that lack some, one at a time,
@@ -237,6 +246,7 @@ func (s *Service) refill(ctx context.Context) {
 			if err == nil && ctx.Err() == nil {
 				p.ready = append(p.ready, it)
 			}
+			s.pools.lastErr = err
 			s.mu.Unlock()
 			if err != nil {
 				s.cfg.Logger.Warn("cannot create a pooled sandbox", "template", p.name, "error", err)

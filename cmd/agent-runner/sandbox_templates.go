@@ -55,8 +55,9 @@ func loadSandboxTemplates(path string) (map[string]session.Template, error) {
 const poolWait = 2 * time.Minute
 
 // waitPools waits until the sandbox templates' warm pools are full (so
-// the first creates are warm), at most poolWait: a pool that cannot fill
-// is logged and serve goes on (its creates start cold).
+// the first creates are warm), at most poolWait: a pooled sandbox that
+// cannot be created is logged and serve goes on (those creates start
+// cold).
 func waitPools(ctx context.Context, s *session.Service, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, poolWait)
 	defer cancel()
