@@ -344,6 +344,7 @@ func (s *Service) checkPooled(ctx context.Context) {
 			if err != nil {
 				s.cfg.Logger.Warn("a pooled sandbox died; replacing it", "template", p.name, "id", it.sb.ID(), "error", err)
 				s.discard(it)
+				s.wakePools()
 			}
 		}
 	}
