@@ -34,6 +34,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"gitrepo":   cmdGitRepo,
 	"mcpcall":   cmdMCPCall,
 	"freeport":  cmdFreePort,
+	"terminal":  cmdTerminal,
 }
 
 // server is a serve process a script started.
@@ -180,9 +181,10 @@ func stop(s *server, sig syscall.Signal) {
 }
 
 // cmdHTTP makes a request to the script's serve with its token, prints
-// the response body on stdout and checks the status.
+// the response body on stdout (and with -show one response header on
+// stderr) and checks the status.
 //
-//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] [-header="Name: value"] METHOD PATH [BODYFILE]
+//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] [-header="Name: value"] [-show=Name] METHOD PATH [BODYFILE]
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("http", flag.ContinueOnError)
 	want := fs.Int("status", 0, "wanted status (0: any 2xx)")
@@ -191,6 +193,7 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	origin := fs.String("origin", "", "Origin header")
 	host := fs.String("host", "", "Host header")
 	header := fs.String("header", "", "one more header, \"Name: value\"")
+	show := fs.String("show", "", "a response header to print to stderr as \"Name: value\"")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() < 2 || fs.NArg() > 3 {
 		ts.Fatalf("usage: http [flags] METHOD PATH [BODYFILE]")
@@ -233,6 +236,9 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Stdout().Write(b)
 	fmt.Fprintf(ts.Stderr(), "status %d\n", resp.StatusCode)
+	if *show != "" {
+		fmt.Fprintf(ts.Stderr(), "%s: %s\n", *show, resp.Header.Get(*show))
+	}
 	ok := resp.StatusCode/100 == 2
 	if *want != 0 {
 		ok = resp.StatusCode == *want
@@ -262,15 +268,17 @@ func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdWaitJSON polls GET PATH until the JSON field matches the pattern
-// (default timeout 90 s), and prints the last answer.
+// (with -not: until it is there and does not match; default timeout 90
+// s), and prints the last answer.
 //
-//	waitjson [-timeout=D] PATH FIELD PATTERN
+//	waitjson [-timeout=D] [-not] PATH FIELD PATTERN
 func cmdWaitJSON(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("waitjson", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after")
+	not := fs.Bool("not", false, "wait until the field does not match")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() != 3 {
-		ts.Fatalf("usage: waitjson [-timeout=D] PATH FIELD PATTERN")
+		ts.Fatalf("usage: waitjson [-timeout=D] [-not] PATH FIELD PATTERN")
 	}
 	re, err := regexp.Compile(fs.Arg(2))
 	ts.Check(err)
@@ -284,13 +292,13 @@ func cmdWaitJSON(ts *testscript.TestScript, neg bool, args []string) {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			last, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if v, err := jsonField(last, fs.Arg(1)); err == nil && re.MatchString(v) {
+			if v, err := jsonField(last, fs.Arg(1)); err == nil && re.MatchString(v) != *not {
 				ts.Stdout().Write(last)
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("%s: %s did not match %q in %s; last answer:\n%s", fs.Arg(0), fs.Arg(1), fs.Arg(2), *timeout, last)
+			ts.Fatalf("%s: %s did not match %q (not: %v) in %s; last answer:\n%s", fs.Arg(0), fs.Arg(1), fs.Arg(2), *not, *timeout, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

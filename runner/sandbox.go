@@ -166,9 +166,7 @@ func (s *Sandbox) Close() error {
 // and its allowlist, and the limits that hold for the whole sandbox. The
 // run's timeout stays its own (the sandbox's when it sets none).
 func (s *Sandbox) shape(req *job.Request) {
-	s.mu.Lock()
 	req.Workspace.Path = s.spec.Workspace
-	s.mu.Unlock()
 	req.Policy.Network, req.Policy.AllowedHosts = s.spec.Network, s.spec.AllowedHosts
 	l := s.spec.Limits
 	req.Limits.MemoryMB, req.Limits.CPUCount, req.Limits.MaxProcesses, req.Limits.TmpMB = l.MemoryMB, l.CPUCount, l.MaxProcesses, l.TmpMB

@@ -20,8 +20,9 @@ const claimDir = "workspace.claim"
 
 // claim makes pooled sandbox it sandbox rec: what is per claim is bound
 // now, never at pool time. The sandbox takes rec's id
-// (runner.Sandbox.Rebind); a copy of workspace.path is staged beside its
-// workspace (package snapshot) and moved in, owned by the sandbox's
+// (runner.Sandbox.Rebind); a copy of workspace.path (package snapshot)
+// or a clone of workspace.repository is staged beside its workspace,
+// out of its view, and moved in, owned by the sandbox's
 // workload user (backend.MoveIntoWorkspace); an allowlist's bridge gets
 // rec's rules and its egress log (in rec's directory); then the sandbox
 // is thawed. Its workspace stays in the pool's directory, removed when
@@ -35,9 +36,14 @@ func (s *Service) claim(ctx context.Context, it *pooled, rec Record, rules []egr
 		return nil, cold, err
 	}
 	it.sb.Rebind(rec.ID)
-	if src := rec.Workspace.Path; src != "" {
+	if rec.Workspace.Path != "" || rec.Workspace.Repository != "" {
 		staged := filepath.Join(it.dir, claimDir)
-		_, err := snapshot.Copy(ctx, src, staged, snapshot.Options{})
+		var err error
+		if src := rec.Workspace.Path; src != "" {
+			_, err = snapshot.Copy(ctx, src, staged, snapshot.Options{})
+		} else {
+			err = s.cloneWorkspace(ctx, rec.ID, rec.Workspace, staged)
+		}
 		if err == nil {
 			err = backend.MoveIntoWorkspace(staged, it.sb.Workspace())
 		}

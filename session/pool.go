@@ -23,8 +23,9 @@ const (
 // Why a create was cold (Record.StartReason): no template, a template
 // without a pool, an empty pool, a request whose shape the pool's
 // sandboxes do not have (shape.backend, shape.limits, shape.network,
-// shape.policy: the programs the whole sandbox denies), or a pooled
-// sandbox that could not be claimed (it had died).
+// shape.policy: the programs the whole sandbox denies), secrets (a
+// pooled bridge holds no bindings), or a pooled sandbox that could not
+// be claimed (it had died).
 const (
 	ColdNoTemplate   = "no_template"
 	ColdNoPool       = "no_pool"
@@ -34,6 +35,7 @@ const (
 	ColdShapeNetwork = "shape.network"
 	ColdShapePolicy  = "shape.policy"
 	ColdClaimFailed  = "claim_failed"
+	ColdSecrets      = "secrets"
 )
 
 // poolCheck is how often the pooled sandboxes are checked alive (a dead
@@ -136,6 +138,9 @@ func (s *Service) closePools() {
 // pooledCount is how many sandboxes the pools hold or are creating
 // (counted against MaxSandboxes). The caller holds mu.
 func (s *Service) pooledCount() int {
+	if s.pools == nil {
+		return 0
+	}
 	n := 0
 	for _, p := range s.pools.byName {
 		n += len(p.ready) + p.filling
@@ -210,7 +215,7 @@ func (s *Service) WaitPools(ctx context.Context) error {
 func (s *Service) poolsFull() (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.live)+s.starting+s.pooledCount() >= s.cfg.MaxSandboxes {
+	if len(s.live)+len(s.pending)+s.pooledCount() >= s.cfg.MaxSandboxes {
 		return true, nil
 	}
 	for _, p := range s.pools.byName {
@@ -234,7 +239,7 @@ func (s *Service) refill(ctx context.Context) {
 		p := s.pools.byName[name]
 		for ctx.Err() == nil && s.refillIn() == 0 {
 			s.mu.Lock()
-			if len(p.ready)+p.filling >= p.size || len(s.live)+s.starting+s.pooledCount() >= s.cfg.MaxSandboxes {
+			if len(p.ready)+p.filling >= p.size || len(s.live)+len(s.pending)+s.pooledCount() >= s.cfg.MaxSandboxes {
 				s.mu.Unlock()
 				break
 			}
@@ -350,31 +355,38 @@ func (s *Service) checkPooled(ctx context.Context) {
 	}
 }
 
-// take claims a ready sandbox of template name's pool for a create whose
-// sandbox is spec, counting it as a create in progress (release ends
-// that), or says why the create is cold.
-func (s *Service) take(name string, spec runner.SandboxSpec) (*pooled, string) {
+// take claims a ready sandbox of template name's pool for create req
+// (its template applied) whose sandbox is spec, holding c against the
+// caps (release ends that) as reserve would, or says why the create is
+// cold (then nothing is held). A create the caps refuse is their error.
+func (s *Service) take(name string, req CreateRequest, spec runner.SandboxSpec, c *claim) (*pooled, string, error) {
 	if name == "" {
-		return nil, ColdNoTemplate
+		return nil, ColdNoTemplate, nil
 	}
 	p := s.pools.byName[name]
 	if p == nil {
-		return nil, ColdNoPool
+		return nil, ColdNoPool, nil
+	}
+	if len(req.Secrets) > 0 {
+		return nil, ColdSecrets, nil
 	}
 	if why := mismatch(p.spec, spec); why != "" {
-		return nil, why
+		return nil, why, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(p.ready) == 0 {
-		return nil, ColdPoolEmpty
+		return nil, ColdPoolEmpty, nil
 	}
 	it := p.ready[0]
 	p.ready = p.ready[1:]
-	s.starting++
+	if err := s.reserveLocked(c); err != nil {
+		p.ready = append([]*pooled{it}, p.ready...)
+		return nil, "", err
+	}
 	s.pools.lastClaim = time.Now()
 	s.wakePools()
-	return it, ""
+	return it, "", nil
 }
 
 // giveBack returns an unclaimed sandbox take handed out (its create

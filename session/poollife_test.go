@@ -86,3 +86,20 @@ func TestPoolDeadReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolClaimHeldToCallerCaps: a warm claim is held to the caller's
+// caps as any create (a pooled sandbox is no caller's until claimed),
+// and one the caps refuse leaves the pooled sandbox in its pool.
+func TestPoolClaimHeldToCallerCaps(t *testing.T) {
+	f, _ := poolFixture(t, "local_process", 2, func(c *session.Config) { c.MaxPerOwner = 1; c.PoolRefillDelay = time.Hour })
+	a := session.WithOwner(context.Background(), "a")
+	if rec, _, err := f.s.Create(a, session.CreateRequest{Template: "t"}); err != nil || rec.Start != session.StartWarm {
+		t.Fatalf("a's first claim = %q, %v; want warm", rec.Start, err)
+	}
+	_, _, err := f.s.Create(a, session.CreateRequest{Template: "t"})
+	wantCode(t, "a's second claim over its cap", err, job.CodeSessionLimit)
+	b := session.WithOwner(context.Background(), "b")
+	if rec, _, err := f.s.Create(b, session.CreateRequest{Template: "t"}); err != nil || rec.Start != session.StartWarm {
+		t.Errorf("b's claim after a's refusal = %q %q, %v; want warm (the pooled sandbox stayed)", rec.Start, rec.StartReason, err)
+	}
+}

@@ -3,7 +3,6 @@ package session
 import (
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/store"
@@ -103,26 +102,4 @@ func (s *Service) checkTemplates() error {
 		}
 	}
 	return nil
-}
-
-// checkEnv refuses a sandbox env key that is empty or holds "=" or NUL,
-// and a value with NUL.
-func checkEnv(env map[string]string) error {
-	for k, v := range env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return job.Errorf(job.CodeInvalidRequest, "env key %q: a name without '=' or NUL, a value without NUL", k).With("field", "env")
-		}
-	}
-	return nil
-}
-
-// sandboxEnv is an exec's environment: the sandbox's, with the exec's
-// own keys over it.
-func sandboxEnv(sandbox, own map[string]string) map[string]string {
-	if len(sandbox) == 0 {
-		return own
-	}
-	env := maps.Clone(sandbox)
-	maps.Copy(env, own)
-	return env
 }

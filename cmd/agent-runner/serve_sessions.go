@@ -2,31 +2,43 @@ package main
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/agent-runner/agent-runner/auth"
 	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
 )
 
 // sessionFlags are serve's --sandbox-* flags (mountSessions).
 type sessionFlags struct {
-	defaultTimeout, maxTimeout time.Duration
-	max                        int
-	maxFileBytes               int64
-	policyFile                 string
-	templatesFile              string
-	poolRefillDelay            time.Duration
+	defaultTimeout, maxTimeout   time.Duration
+	defaultIdle, maxIdle         time.Duration
+	max, maxPerToken             int
+	memOvercommit, cpuOvercommit float64
+	maxFileBytes                 int64
+	policyFile                   string
+	templatesFile                string
+	poolRefillDelay              time.Duration
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.defaultTimeout, "sandbox-default-timeout", session.DefaultTimeout, "timeout of a kept sandbox (POST /v1/sandboxes) that sets no timeout_s")
 	fs.DurationVar(&f.maxTimeout, "sandbox-max-timeout", session.DefaultMaxTimeout, "the most timeout_s a kept sandbox may set")
+	fs.DurationVar(&f.defaultIdle, "sandbox-default-idle-timeout", 0, "idle timeout of a kept sandbox that sets no idle_timeout_s (0: never idle); idle, it is paused with auto_pause, else ends expired")
+	fs.DurationVar(&f.maxIdle, "sandbox-max-idle-timeout", 0, "the most idle_timeout_s a kept sandbox may set (default: --sandbox-max-timeout)")
 	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once; beyond it a create answers 429 session.limit_reached")
+	fs.IntVar(&f.maxPerToken, "max-sandboxes-per-token", 0, "most kept sandboxes alive at once created by one token (its name; 0: only --max-sandboxes)")
+	fs.Float64Var(&f.memOvercommit, "sandbox-memory-overcommit", 0, "when positive, the live sandboxes' memory_mb together stay within the host's memory times this ratio (0: no cap)")
+	fs.Float64Var(&f.cpuOvercommit, "sandbox-cpu-overcommit", 0, "when positive, the live sandboxes' cpu_count together stay within the host's CPUs times this ratio (0: no cap)")
 	fs.Int64Var(&f.maxFileBytes, "sandbox-max-file-bytes", session.DefaultMaxFileBytes, "most bytes one sandbox file read or write may carry")
 	fs.StringVar(&f.templatesFile, "sandbox-templates", "", "named sandbox templates (JSON or YAML: name -> backend, limits, policy, network, env, timeout_s, pool); a create naming one takes its defaults, and a template with a pool keeps that many sandboxes created and frozen for creates to claim (docs/sessions.md)")
 	fs.DurationVar(&f.poolRefillDelay, "sandbox-pool-refill-delay", 0, "how long the warm pools wait after a claim before they refill (0: at once)")
@@ -37,14 +49,26 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 // kept sandboxes on the run service, recorded under
 // <store-dir>/sessions/<id>/, on --default-backend unless a create names
 // another enabled one, their workspaces copied from under
-// --workspace-root, their state changes on serve's event bus. The reaper
-// ends expired sandboxes every second until ctx ends. It returns the
+// --workspace-root, their state changes on serve's event bus, each
+// create counted against its token (tokens) and its secrets taken from
+// the secrets file (--secrets-file, the agent tasks' too). The reaper
+// ends expired sandboxes, and pauses or ends idle ones, every second
+// until ctx ends. It returns the
 // service: serve runs its retention with the others, and Closes it once
 // it stopped serving (every live sandbox is deleted, recorded failed).
-func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.Service, error) {
+func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *auth.Tokens, secretsFile string) (*session.Service, error) {
+	if f.maxPerToken < 0 || f.memOvercommit < 0 || f.cpuOvercommit < 0 {
+		return nil, usageError{errors.New("--max-sandboxes-per-token, --sandbox-memory-overcommit and --sandbox-cpu-overcommit must not be negative")}
+	}
 	recs, err := store.OpenRecords(filepath.Join(d.StoreDir, store.Sessions.Dir), store.Sessions)
 	if err != nil {
 		return nil, err
+	}
+	var secrets *secretfile.File
+	if secretsFile != "" {
+		if secrets, err = secretfile.Load(secretsFile); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	var pol *job.Policy
 	if f.policyFile != "" {
@@ -62,8 +86,10 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
+		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle,
+		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
 		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
-		Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
+		Secrets: secrets, Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
 		Templates: templates, PoolRefillDelay: f.poolRefillDelay,
 	})
 	if err != nil {
@@ -71,9 +97,38 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags) (*session.S
 	}
 	waitPools(ctx, s, d.Logger)
 	go s.ReapEvery(ctx, time.Second)
-	sessionapi.Routes(d.Mux, s, d.Auth)
+	sessionapi.Routes(d.Mux, s, ownedAuth(d.Auth, tokens))
 	for _, p := range sessionapi.RawBodyPatterns() {
 		d.AcceptRawBody(p)
 	}
+	for _, p := range sessionapi.AnyBodyPatterns() {
+		d.AcceptAnyBody(p)
+	}
 	return s, nil
+}
+
+// ownedAuth is serve's Auth with the caller's token identity (tokenOwner)
+// on the request's context, which the session service counts a create
+// against (--max-sandboxes-per-token).
+func ownedAuth(authz func(string, http.Handler) http.Handler, tokens *auth.Tokens) func(string, http.Handler) http.Handler {
+	return func(scope string, h http.Handler) http.Handler {
+		return authz(scope, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(session.WithOwner(r.Context(), tokenOwner(tokens, r))))
+		}))
+	}
+}
+
+// tokenOwner names the token of an authorized request: its name in the
+// token file, else the digest of the token (as the file holds it), so
+// two unnamed tokens are two owners; "" without tokens (loopback: every
+// caller is one owner).
+func tokenOwner(tokens *auth.Tokens, r *http.Request) string {
+	if tokens == nil {
+		return ""
+	}
+	if name, err := tokens.Authenticate(r); err == nil && name != "" {
+		return name
+	}
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return auth.Hash(bearer)
 }
