@@ -186,3 +186,23 @@ func TestPoolClaimsApart(t *testing.T) {
 		t.Errorf("mounts naming the pool inside: %q, want 0", res.Stdout)
 	}
 }
+
+// TestPoolClaimRepository: a warm claim's workspace.repository is
+// cloned at the claim (the commit asked) and moved into the pooled
+// sandbox's workspace, owned by the user its processes run as.
+func TestPoolClaimRepository(t *testing.T) {
+	for _, kind := range backends() {
+		t.Run(kind, func(t *testing.T) {
+			f, proj := poolFixture(t, kind, 1, nil)
+			repo, first := gitRepo(t, filepath.Dir(proj))
+			rec := f.create(t, session.CreateRequest{Template: "t", Workspace: &session.Workspace{Repository: repo, Commit: first}})
+			if rec.Start != session.StartWarm {
+				t.Fatalf("start %q %q, want warm", rec.Start, rec.StartReason)
+			}
+			res := f.exec(t, rec.ID, "sh", "-c", `cat note.txt; test "$(stat -c %u note.txt)" = "$(id -u)" && echo owned`)
+			if res.Stdout != "one\nowned\n" {
+				t.Errorf("the claimed clone = %q %q, want the first commit's note, owned by the sandbox's user", res.Stdout, res.Stderr)
+			}
+		})
+	}
+}
