@@ -80,8 +80,8 @@ type Config struct {
 	// Templates are the operator's named sandbox templates (serve's
 	// --sandbox-templates); a template with a pool keeps that many
 	// sandboxes created and frozen in PoolDir (default: session-pool
-	// beside the records' directory, on the same filesystem: a claimed
-	// sandbox's workspace is moved under its record).
+	// beside the records' directory; a claimed sandbox's workspace stays
+	// there until it ends).
 	Templates map[string]Template
 	PoolDir   string
 	// PoolRefillDelay is how long the pools wait after a claim before
