@@ -35,6 +35,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"mcpcall":   cmdMCPCall,
 	"freeport":  cmdFreePort,
 	"terminal":  cmdTerminal,
+	"e2bsdk":    cmdE2BSDK,
 }
 
 // server is a serve process a script started.

@@ -79,6 +79,8 @@ type Server struct {
 	// rawRoutes matches the routes declared with AcceptRawBody and
 	// AcceptAnyBody.
 	rawRoutes *http.ServeMux
+	// selfAuth are the path prefixes declared with AuthenticatesItself.
+	selfAuth []string
 }
 
 // New builds a Server and registers its routes.
