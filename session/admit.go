@@ -29,7 +29,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if !ok {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q is not enabled on this server", kind).With("field", "backend").With("enabled", s.cfg.Backends.Kinds())
 	}
-	if !b.Capabilities().Isolating && !s.cfg.UnsafeLocalProcess {
+	if !s.isolating[kind] && !s.cfg.UnsafeLocalProcess {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q does not isolate; the operator must pass --unsafe-local-process", kind).With("field", "backend")
 	}
 	limits, err := s.limits(req.Limits)

@@ -60,7 +60,14 @@ func claimOf(ctx context.Context, rec Record) *claim {
 func (s *Service) reserve(c *claim) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var count, owned, mem, cpus int64
+	return s.reserveLocked(c)
+}
+
+// reserveLocked is reserve with mu held. The warm pools' sandboxes
+// count against MaxSandboxes only (pool.go): they are no caller's.
+func (s *Service) reserveLocked(c *claim) error {
+	count := int64(s.pooledCount())
+	var owned, mem, cpus int64
 	add := func(o *claim) {
 		count++
 		if o == nil {

@@ -22,7 +22,10 @@ type CreateRequest struct {
 	// ID names it; empty mints "sbx_<16 hex>". A repeated create of an
 	// id with the same request answers the sandbox it made; another
 	// request is job.conflict.
-	ID        string            `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Template names the operator's template whose defaults fill what
+	// the request leaves out, and whose warm pool it may claim from.
+	Template  string            `json:"template,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`
 	Limits    Limits            `json:"limits,omitempty"`
@@ -44,10 +47,15 @@ type CreateRequest struct {
 // this call created it. A sandbox that cannot be built is recorded
 // failed, with the error returned.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, error) {
-	rec, spec, rules, err := s.admit(req)
+	full, err := s.withTemplate(req)
 	if err != nil {
 		return Record{}, false, err
 	}
+	rec, spec, rules, err := s.admit(full)
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec.Template = req.Template
 	digest, err := requestDigest(req)
 	if err != nil {
 		return Record{}, false, err
@@ -62,10 +70,20 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return got, false, err
 	}
 	c := claimOf(ctx, rec)
-	if err := s.reserve(c); err != nil {
+	it, why, err := s.take(req.Template, full, spec, c)
+	if err != nil {
 		return Record{}, false, err
 	}
+	if it == nil {
+		if err := s.reserve(c); err != nil {
+			return Record{}, false, err
+		}
+	}
 	defer s.release(c)
+	rec.Start, rec.StartReason = StartWarm, why
+	if it == nil {
+		rec.Start = StartCold
+	}
 	created, err := s.cfg.Records.Claim(rec.ID, digest, func(dir string) error {
 		b, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {
@@ -73,15 +91,18 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		}
 		return os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), store.RecordFileMode)
 	})
-	if err != nil {
-		return Record{}, false, err
-	}
-	if !created {
+	if err != nil || !created {
+		if it != nil {
+			s.giveBack(req.Template, it)
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
 	s.publish(rec)
-	h, err := s.start(ctx, rec, spec, rules)
+	h, err := s.build(ctx, &rec, it, spec, rules)
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {

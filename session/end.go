@@ -10,8 +10,10 @@ import (
 )
 
 // Close deletes every live sandbox of this process (serve is stopping):
-// each is recorded failed with run.interrupted, as after a crash.
+// each is recorded failed with run.interrupted, as after a crash. The
+// pooled sandboxes are deleted too.
 func (s *Service) Close() {
+	s.closePools()
 	for _, h := range s.handles() {
 		s.end(h, StateFailed, job.Errorf(job.CodeRunInterrupted, "the server stopped"))
 	}
@@ -47,7 +49,11 @@ func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, du
 	s.mu.Lock()
 	delete(s.live, h.rec.ID)
 	s.mu.Unlock()
-	s.removeWorkspace(h.rec.ID)
+	if h.dir != "" {
+		s.removeDir(h.dir)
+	} else {
+		s.removeWorkspace(h.rec.ID)
+	}
 	return h.rec, true
 }
 

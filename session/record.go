@@ -73,6 +73,13 @@ type Record struct {
 	Network   Network           `json:"network"`
 	Policy    *job.Policy       `json:"policy,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Template is the template it was created from; Start says how it
+	// was built (StartWarm: claimed from the template's pool, StartCold:
+	// created for this request) and StartReason why a create was cold
+	// (the Cold* reasons).
+	Template    string `json:"template,omitempty"`
+	Start       string `json:"start,omitempty"`
+	StartReason string `json:"start_reason,omitempty"`
 	// Execs counts the execs run in it; LastRun is the newest one's run
 	// id (runs/<id>/).
 	Execs   int64  `json:"execs"`

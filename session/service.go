@@ -77,6 +77,17 @@ type Config struct {
 	// sandbox without a policy of its own runs under. Nil: any program
 	// inside the sandbox's view, with the shell and the exec's env.
 	Policy *job.Policy
+	// Templates are the operator's named sandbox templates (serve's
+	// --sandbox-templates); a template with a pool keeps that many
+	// sandboxes created and frozen in PoolDir (default: session-pool
+	// beside the records' directory; a claimed sandbox's workspace stays
+	// there until it ends).
+	Templates map[string]Template
+	PoolDir   string
+	// PoolRefillDelay is how long the pools wait after a claim before
+	// they refill (0: at once): a burst of creates is not slowed by the
+	// creation of their replacements.
+	PoolRefillDelay time.Duration
 	// Events, when set, gets every state change (EventKind).
 	Events  Publisher
 	Logger  *slog.Logger
@@ -101,6 +112,11 @@ type Service struct {
 	// claims of the creates in progress (held to the caps with them).
 	live    map[string]*handle
 	pending map[*claim]bool
+	// pools are the templates' warm pools (their counts guarded by mu).
+	pools *pools
+	// isolating says which backends isolate (their capabilities, asked
+	// once: linux_sandbox probes its cgroups each time it is asked).
+	isolating map[string]bool
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -121,6 +137,10 @@ type handle struct {
 	// act is when it was last used and what is attached (idle.go; its
 	// own lock).
 	act activity
+	// dir, when set, is what to remove when it ends (a pooled sandbox's
+	// directory, its workspace inside) instead of the record's
+	// workspace.
+	dir string
 }
 
 // New builds the service over cfg.Records and ends the records of
@@ -164,7 +184,13 @@ func New(cfg Config) (*Service, error) {
 	if err := CheckPolicy(cfg.Policy); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, live: map[string]*handle{}, pending: map[*claim]bool{}}
+	s := &Service{cfg: cfg, live: map[string]*handle{}, pending: map[*claim]bool{}, isolating: map[string]bool{}}
+	for kind, b := range cfg.Backends {
+		s.isolating[kind] = b.Capabilities().Isolating
+	}
+	if err := s.checkTemplates(); err != nil {
+		return nil, err
+	}
 	ids, err := cfg.Records.List()
 	if err != nil {
 		return nil, err
@@ -179,6 +205,9 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.removeWorkspace(id)
+	}
+	if err := s.startPools(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -26,6 +26,8 @@ type sessionFlags struct {
 	memOvercommit, cpuOvercommit float64
 	maxFileBytes                 int64
 	policyFile                   string
+	templatesFile                string
+	poolRefillDelay              time.Duration
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -38,6 +40,8 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.memOvercommit, "sandbox-memory-overcommit", 0, "when positive, the live sandboxes' memory_mb together stay within the host's memory times this ratio (0: no cap)")
 	fs.Float64Var(&f.cpuOvercommit, "sandbox-cpu-overcommit", 0, "when positive, the live sandboxes' cpu_count together stay within the host's CPUs times this ratio (0: no cap)")
 	fs.Int64Var(&f.maxFileBytes, "sandbox-max-file-bytes", session.DefaultMaxFileBytes, "most bytes one sandbox file read or write may carry")
+	fs.StringVar(&f.templatesFile, "sandbox-templates", "", "named sandbox templates (JSON or YAML: name -> backend, limits, policy, network, env, timeout_s, pool); a create naming one takes its defaults, and a template with a pool keeps that many sandboxes created and frozen for creates to claim (docs/sessions.md)")
+	fs.DurationVar(&f.poolRefillDelay, "sandbox-pool-refill-delay", 0, "how long the warm pools wait after a claim before they refill (0: at once)")
 	fs.StringVar(&f.policyFile, "sandbox-policy", "", "the policy of every exec in a kept sandbox created without one (a job policy in JSON or YAML: allowed_commands, allowed_env, allow_shell; see docs/sessions.md); default: any program inside the sandbox's view")
 }
 
@@ -72,6 +76,12 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 			return nil, usageError{err}
 		}
 	}
+	var templates map[string]session.Template
+	if f.templatesFile != "" {
+		if templates, err = loadSandboxTemplates(f.templatesFile); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	s, err := session.New(session.Config{
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
@@ -80,10 +90,12 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
 		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
 		Secrets: secrets, Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
+		Templates: templates, PoolRefillDelay: f.poolRefillDelay,
 	})
 	if err != nil {
 		return nil, err
 	}
+	waitPools(ctx, s, d.Logger)
 	go s.ReapEvery(ctx, time.Second)
 	sessionapi.Routes(d.Mux, s, ownedAuth(d.Auth, tokens))
 	for _, p := range sessionapi.RawBodyPatterns() {
