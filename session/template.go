@@ -103,3 +103,9 @@ func (s *Service) checkTemplates() error {
 	}
 	return nil
 }
+
+// HasTemplate reports whether the operator defined template name.
+func (s *Service) HasTemplate(name string) bool {
+	_, ok := s.cfg.Templates[name]
+	return ok
+}

@@ -88,7 +88,7 @@ func (d *Door) create(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	req, err := sessionRequest(b, d.cfg.Internet)
+	req, err := sessionRequest(b, d.cfg.Internet, d.cfg.Sessions.HasTemplate)
 	if err != nil {
 		writeHTTPError(w, err)
 		return

@@ -52,16 +52,23 @@ func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "nu
 
 // sessionRequest translates a create into the session service's, or
 // says what of it is not supported; internet is the network that
-// allow_internet_access true gets (Config.Internet).
-func sessionRequest(b createBody, internet *session.Network) (session.CreateRequest, error) {
+// allow_internet_access true gets (Config.Internet), defined whether the
+// operator defined a sandbox template of that name (Service.HasTemplate).
+// templateID names the operator's template of the same name
+// (--sandbox-templates: its limits, policy, network, env and warm pool);
+// "base", the SDK's default, is the operator's default sandbox unless a
+// template named base is defined; any other id is not found.
+func sessionRequest(b createBody, internet *session.Network, defined func(string) bool) (session.CreateRequest, error) {
 	req := session.CreateRequest{Metadata: b.Metadata}
 	if len(b.EnvVars) > 0 {
 		req.Env = b.EnvVars
 	}
-	switch b.TemplateID {
-	case "", baseTemplate:
+	switch {
+	case b.TemplateID != "" && defined(b.TemplateID):
+		req.Template = b.TemplateID
+	case b.TemplateID == "", b.TemplateID == baseTemplate:
 	default:
-		return req, job.Errorf(job.CodeJobNotFound, "template %q not found: this server offers template %q (its default sandbox)", b.TemplateID, baseTemplate).With("templateID", b.TemplateID)
+		return req, job.Errorf(job.CodeJobNotFound, "template %q not found: this server offers template %q (its default sandbox) and the operator's templates (--sandbox-templates)", b.TemplateID, baseTemplate).With("templateID", b.TemplateID)
 	}
 	if b.Timeout != nil {
 		if *b.Timeout <= 0 {

@@ -32,6 +32,7 @@ func TestSessionRequest(t *testing.T) {
 		{body: `{"network":{"denyOut":["0.0.0.0/0"]}}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"autoPause":false}`, want: session.CreateRequest{Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"templateID":"python"}`, code: job.CodeJobNotFound},
+		{body: `{"templateID":"python-warm"}`, want: session.CreateRequest{Template: "python-warm", Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"timeout":0}`, code: job.CodeInvalidRequest},
 		{body: `{"envVars":{"A":"b"}}`, want: session.CreateRequest{Env: map[string]string{"A": "b"}, Network: &session.Network{Mode: "disabled"}}},
 		{body: `{"autoPause":true}`, unsupported: true},
@@ -51,7 +52,7 @@ func TestSessionRequest(t *testing.T) {
 		if tc.noInternet {
 			internet = nil
 		}
-		got, err := sessionRequest(b, internet)
+		got, err := sessionRequest(b, internet, func(name string) bool { return name == "python-warm" })
 		var u *unsupported
 		switch {
 		case tc.unsupported:

@@ -260,6 +260,16 @@ async function main() {
       await withEnv.kill()
     }
   })
+  if (process.env.E2B_WARM_TEMPLATE) {
+    // The operator's template (serve --sandbox-templates) of that name:
+    // its env, from its warm pool; left running for the caller to check.
+    await step('Sandbox.create with the operator\'s template', async () => {
+      const warm = await Sandbox.create(process.env.E2B_WARM_TEMPLATE, { metadata: { check: tag } })
+      const r = await warm.commands.run('echo $FROM_TEMPLATE')
+      expect(r.stdout === 'yes\n', `the template's env, got ${JSON.stringify(r.stdout)}`)
+      return warm.sandboxId
+    })
+  }
   await step('Sandbox.create with another template is not found', async () => {
     try {
       await Sandbox.create('python-3.12')
