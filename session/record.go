@@ -77,6 +77,10 @@ type Record struct {
 	Processes int64 `json:"processes,omitempty"`
 	// Error says why a failed sandbox failed.
 	Error *job.Error `json:"error,omitempty"`
+	// Worker names the worker that holds the sandbox when it lives in
+	// another process (its queue.WorkerID and instance: placed.go); empty
+	// for a sandbox of this process.
+	Worker string `json:"worker,omitempty"`
 }
 
 // recordFile is the record's file in its directory, workspaceDir its

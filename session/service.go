@@ -60,7 +60,10 @@ type Config struct {
 	// inside the sandbox's view, with the shell and the exec's env.
 	Policy *job.Policy
 	// Events, when set, gets every state change (EventKind).
-	Events  Publisher
+	Events Publisher
+	// Saved, when set, gets every record once it is written (a
+	// worker sends them to the API node: package sessionremote).
+	Saved   func(Record)
 	Logger  *slog.Logger
 	Durable bool
 	// Now is the clock (default time.Now).
@@ -83,6 +86,9 @@ type Service struct {
 	// the creates in progress (held to MaxSandboxes with them).
 	live     map[string]*handle
 	starting int
+	// placing orders the changes of records placed on workers
+	// (placed.go).
+	placing sync.Mutex
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -135,7 +141,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	for _, id := range ids {
 		rec, err := read(cfg.Records, id)
-		if err != nil || !rec.State.Live() {
+		// A sandbox placed on a worker lives on with it: the router
+		// ends it when its worker is not heard (placed.go).
+		if err != nil || !rec.State.Live() || rec.Worker != "" {
 			continue
 		}
 		ended(&rec, StateFailed, s.now(), job.Errorf(job.CodeRunInterrupted, "the sandbox's processes ended with the server that ran them"))
@@ -155,6 +163,9 @@ func (s *Service) save(rec Record) error {
 		return err
 	}
 	s.publish(rec)
+	if s.cfg.Saved != nil {
+		s.cfg.Saved(rec)
+	}
 	return nil
 }
 
