@@ -61,6 +61,10 @@ const (
 	// CodeSessionNoTerminal: a resize of a sandbox process that runs
 	// without a pseudo-terminal (409).
 	CodeSessionNoTerminal Code = "session.no_terminal"
+	// CodeSessionWorkerLost: the worker that holds a sandbox is gone
+	// (its heartbeats stopped, its NATS connection closed, or it does
+	// not answer); the sandbox is recorded failed with it (410).
+	CodeSessionWorkerLost Code = "session.worker_lost"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

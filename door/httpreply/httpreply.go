@@ -29,6 +29,8 @@ func Status(c job.Code) int {
 		return http.StatusServiceUnavailable
 	case job.CodeSessionLimit:
 		return http.StatusTooManyRequests
+	case job.CodeSessionWorkerLost:
+		return http.StatusGone
 	case job.CodeUnauthorized:
 		return http.StatusUnauthorized
 	case job.CodeForbidden:
