@@ -16,7 +16,7 @@ const (
 	RecordsBucket = "AR_RECORDS"
 	ClaimsStream  = "AR_CLAIMS"
 	// SandboxesToPrefix carries the API node's messages to a worker
-	// that holds sandboxes (package sessionremote):
+	// that holds sandboxes (package door/sessionapi/sessionremote):
 	// ar.sandboxes.to.<worker id>.<instance>.>, which only that worker
 	// may hear; SandboxesFromPrefix its answers, heartbeats and records,
 	// ar.sandboxes.from.<worker id>.<instance>.>, which only it may

@@ -17,7 +17,7 @@ import (
 // worker sends (never to an ended record, never from another worker),
 // and WorkerLost ends them all when their worker is gone. List and Get
 // answer them as any other; every other call is routed to the worker
-// (package sessionremote).
+// (package door/sessionapi/sessionremote).
 
 // Place claims req's id (which must be set) for a sandbox to be created
 // on worker and returns its first record (starting). created is false

@@ -62,7 +62,7 @@ type Config struct {
 	// Events, when set, gets every state change (EventKind).
 	Events Publisher
 	// Saved, when set, gets every record once it is written (a
-	// worker sends them to the API node: package sessionremote).
+	// worker sends them to the API node: package door/sessionapi/sessionremote).
 	Saved   func(Record)
 	Logger  *slog.Logger
 	Durable bool

@@ -1,0 +1,249 @@
+package sessionremote
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/natsconn"
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/session"
+)
+
+// RouterConfig is the API node's side.
+type RouterConfig struct {
+	Conn *nats.Conn
+	// Service is the API node's session service: its records hold the
+	// sandboxes placed on workers, and it holds this node's own.
+	Service *session.Service
+	// Local says this node hosts sandboxes too (its Service creates
+	// them); LocalBackends are the kinds it offers.
+	Local         bool
+	LocalBackends []string
+	// LostAfter is how long a worker may go unheard before it is lost
+	// (default DefaultLostAfter; at least 2 heartbeats).
+	LostAfter time.Duration
+	// Conns tunes the connections to workers (natsconn's defaults).
+	Conns  natsconn.Config
+	Logger *slog.Logger
+}
+
+// DefaultLostAfter is RouterConfig.LostAfter's default.
+const DefaultLostAfter = 5 * time.Second
+
+// Router routes sandbox calls to the workers that hold them.
+type Router struct {
+	cfg     RouterConfig
+	started time.Time
+	subs    []*nats.Subscription
+	tr      *http.Transport
+
+	mu      sync.Mutex
+	workers map[instance]*workerState
+	// conns are the open connections to each worker, closed when it is
+	// lost.
+	conns map[instance]map[*trackedConn]struct{}
+}
+
+// workerState is what the router knows of one worker instance.
+type workerState struct {
+	heard time.Time
+	beat  Heartbeat
+	// placed counts creates sent since its last heartbeat.
+	placed int
+	lost   bool
+}
+
+// NewRouter hears the workers' heartbeats and records on cfg.Conn.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.LostAfter <= 0 {
+		cfg.LostAfter = DefaultLostAfter
+	}
+	cfg.LostAfter = max(cfg.LostAfter, 2*HeartbeatInterval)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Router{cfg: cfg, started: time.Now(), workers: map[instance]*workerState{}, conns: map[instance]map[*trackedConn]struct{}{}}
+	r.tr = &http.Transport{
+		DialContext:         r.dial,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     30 * time.Second,
+		DisableCompression:  true,
+	}
+	for _, k := range []struct {
+		kind string
+		h    func(instance, *nats.Msg)
+	}{{kindBeat, r.heard}, {kindRecord, r.record}} {
+		sub, err := cfg.Conn.Subscribe(queue.SandboxesFromPrefix+"*.*."+k.kind, func(m *nats.Msg) {
+			if inst, _, ok := fromSubject(m.Subject); ok {
+				k.h(inst, m)
+			}
+		})
+		if err != nil {
+			r.Close()
+			return nil, job.Wrap(job.CodeQueueClosed, err, "cannot hear the sandbox workers")
+		}
+		r.subs = append(r.subs, sub)
+	}
+	return r, nil
+}
+
+// Close stops hearing workers and closes the idle connections.
+func (r *Router) Close() {
+	for _, s := range r.subs {
+		s.Unsubscribe()
+	}
+	r.tr.CloseIdleConnections()
+}
+
+// heard takes a heartbeat. A worker declared lost is told so (it ends
+// its sandboxes and comes back as a new instance).
+func (r *Router) heard(inst instance, m *nats.Msg) {
+	var hb Heartbeat
+	if err := json.Unmarshal(m.Data, &hb); err != nil || hb.Live < 0 || hb.Max < 0 || len(hb.Backends) > maxBackends {
+		r.cfg.Logger.Warn("a malformed sandbox heartbeat", "worker", string(inst))
+		return
+	}
+	r.mu.Lock()
+	w := r.workers[inst]
+	if w == nil {
+		w = &workerState{}
+		r.workers[inst] = w
+		r.cfg.Logger.Info("sandbox worker joined", "worker", string(inst), "max", hb.Max, "backends", hb.Backends)
+	}
+	lost := w.lost
+	if !lost {
+		w.heard, w.beat, w.placed = time.Now(), hb, 0
+	}
+	r.mu.Unlock()
+	if lost {
+		r.cfg.Conn.Publish(inst.to()+"."+kindLost, nil)
+	}
+}
+
+// record applies a record a worker sent of one of its sandboxes.
+func (r *Router) record(inst instance, m *nats.Msg) {
+	var rec session.Record
+	if err := json.Unmarshal(m.Data, &rec); err != nil {
+		r.cfg.Logger.Warn("a malformed sandbox record", "worker", string(inst), "error", err)
+		return
+	}
+	if err := r.cfg.Service.Mirror(string(inst), rec); err != nil {
+		r.cfg.Logger.Warn("a sandbox record refused", "worker", string(inst), "id", rec.ID, "error", err)
+	}
+}
+
+// Run ends the sandboxes of lost workers, checking every quarter of
+// LostAfter until ctx ends: a worker heard before and silent since
+// LostAfter, and a worker that holds placed sandboxes but was not heard
+// in the first LostAfter of this router (the API node restarted).
+func (r *Router) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.LostAfter / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, inst := range r.silent(now) {
+				r.lose(inst, "no heartbeat for "+r.cfg.LostAfter.String())
+			}
+		}
+	}
+}
+
+// silent are the instances to declare lost at now.
+func (r *Router) silent(now time.Time) []instance {
+	var out []instance
+	r.mu.Lock()
+	for inst, w := range r.workers {
+		if !w.lost && now.Sub(w.heard) > r.cfg.LostAfter {
+			out = append(out, inst)
+		}
+	}
+	r.mu.Unlock()
+	if now.Sub(r.started) <= r.cfg.LostAfter {
+		return out
+	}
+	for _, name := range r.cfg.Service.PlacedWorkers() {
+		inst := instance(name)
+		r.mu.Lock()
+		_, known := r.workers[inst]
+		r.mu.Unlock()
+		if !known {
+			out = append(out, inst)
+		}
+	}
+	return out
+}
+
+// lose declares inst lost: its sandboxes end failed with
+// session.worker_lost and its open connections close.
+func (r *Router) lose(inst instance, why string) {
+	r.mu.Lock()
+	w := r.workers[inst]
+	if w == nil {
+		w = &workerState{}
+		r.workers[inst] = w
+	}
+	w.lost = true
+	conns := r.conns[inst]
+	delete(r.conns, inst)
+	r.mu.Unlock()
+	ids := r.cfg.Service.WorkerLost(string(inst), job.Errorf(job.CodeSessionWorkerLost, "the worker holding the sandbox was lost: %s", why).With("worker", string(inst)))
+	for c := range conns {
+		c.Conn.Close()
+	}
+	r.cfg.Logger.Warn("sandbox worker lost", "worker", string(inst), "why", why, "sandboxes", ids)
+}
+
+// trackedConn is a connection to a worker, forgotten when closed.
+type trackedConn struct {
+	net.Conn
+	r    *Router
+	inst instance
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.r.mu.Lock()
+		delete(c.r.conns[c.inst], c)
+		c.r.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// dial opens a connection to the worker instance named by addr's host
+// (the forwarded request's URL).
+func (r *Router) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	inst := instance(host)
+	nc, err := natsconn.Dial(ctx, r.cfg.Conn, inst.addr(), r.cfg.Conns)
+	if err != nil {
+		return nil, err
+	}
+	c := &trackedConn{Conn: nc, r: r, inst: inst}
+	r.mu.Lock()
+	if w := r.workers[inst]; w != nil && w.lost {
+		r.mu.Unlock()
+		nc.Close()
+		return nil, natsconn.ErrPeerLost
+	}
+	if r.conns[inst] == nil {
+		r.conns[inst] = map[*trackedConn]struct{}{}
+	}
+	r.conns[inst][c] = struct{}{}
+	r.mu.Unlock()
+	return c, nil
+}
