@@ -198,7 +198,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := mountSessions(ctx, d, o.sessions)
+	sessions, err := mountSessions(ctx, d, o.sessions, o.natsURL != "" || o.natsListen != "")
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,7 @@ func (o *serveOptions) register(f *pflag.FlagSet) {
 	f.BoolVar(&o.mcpAllowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
 	o.tasks.register(f, "serve")
 	o.sessions.register(f)
+	o.sessions.registerServe(f)
 	f.Int64Var(&o.recordMaxBytes, "record-max-bytes", remote.DefaultMaxBytes,
 		"with --nats or --nats-listen: the most bytes one job or task record from a worker with its own store may carry here (larger records end the job or task run.io_failed)")
 	f.StringVar(&o.natsWorkersFile, "nats-workers", "",

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"slices"
+	"strconv"
 
 	"github.com/agent-runner/agent-runner/door/httpreply"
 	"github.com/agent-runner/agent-runner/door/sessionapi"
@@ -151,6 +153,9 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, in
 			if refused != nil && resp.StatusCode >= 300 {
 				refused()
 			}
+			if recordPatterns[req.Pattern] && resp.StatusCode < 300 {
+				return stampWorker(resp, inst)
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
@@ -178,6 +183,42 @@ func unreachable(id string, inst instance, err error) error {
 		e.With("timed_out", true)
 	}
 	return e
+}
+
+// recordPatterns are the routes that answer a sandbox's record.
+var recordPatterns = map[string]bool{
+	createPattern: true, getPattern: true, deletePattern: true,
+	"POST /v1/sandboxes/{id}/timeout": true, "POST /v1/sandboxes/{id}/pause": true, "POST /v1/sandboxes/{id}/resume": true,
+}
+
+// maxRecordBytes bounds a record answer stampWorker rewrites.
+const maxRecordBytes = 1 << 20
+
+// stampWorker sets "worker" in a record a worker answered (it knows
+// itself only as this process), as the API node's own copy has it.
+func stampWorker(resp *http.Response, inst instance) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxRecordBytes+1))
+	resp.Body.Close()
+	if err != nil || len(body) > maxRecordBytes {
+		return job.Errorf(job.CodeSessionWorkerLost, "the worker's answer is not a sandbox record").With("worker", string(inst))
+	}
+	// The field goes last, the others keep their order.
+	var rec map[string]json.RawMessage
+	trimmed := bytes.TrimRight(body, " \r\n\t")
+	if json.Unmarshal(body, &rec) == nil && len(rec) > 0 && rec["worker"] == nil && bytes.HasSuffix(trimmed, []byte("}")) {
+		name, _ := json.Marshal(string(inst))
+		stamped := append(slices.Clone(bytes.TrimRight(trimmed[:len(trimmed)-1], " \r\n\t")), ",\n  \"worker\": "...)
+		body = append(append(stamped, name...), "\n}\n"...)
+	}
+	setResponseBody(resp, body)
+	return nil
+}
+
+// setResponseBody makes body resp's body.
+func setResponseBody(resp *http.Response, body []byte) {
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 }
 
 // setBody makes body req's body.
