@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -246,4 +248,24 @@ func (r *Router) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	r.conns[inst][c] = struct{}{}
 	r.mu.Unlock()
 	return c, nil
+}
+
+// WorkerLoad is what the router knows of one worker instance.
+type WorkerLoad struct {
+	Name      string
+	Heartbeat Heartbeat
+	Heard     time.Time
+	Lost      bool
+}
+
+// Workers are the worker instances heard, by name.
+func (r *Router) Workers() []WorkerLoad {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]WorkerLoad, 0, len(r.workers))
+	for inst, w := range r.workers {
+		out = append(out, WorkerLoad{Name: string(inst), Heartbeat: w.beat, Heard: w.heard, Lost: w.lost})
+	}
+	slices.SortFunc(out, func(a, b WorkerLoad) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
