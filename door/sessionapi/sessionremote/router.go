@@ -73,12 +73,10 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Router{cfg: cfg, started: time.Now(), workers: map[instance]*workerState{}, conns: map[instance]map[*trackedConn]struct{}{}}
-	r.tr = &http.Transport{
-		DialContext:         r.dial,
-		MaxIdleConnsPerHost: 8,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
+	// Every call dials afresh (a NATS round trip): a worker that is
+	// gone is then told at once by the server ("no responders"), where a
+	// kept connection would wait out the peer timeout.
+	r.tr = &http.Transport{DialContext: r.dial, DisableKeepAlives: true, DisableCompression: true}
 	for _, k := range []struct {
 		kind string
 		h    func(instance, *nats.Msg)
