@@ -278,3 +278,56 @@ func TestLostWorker(t *testing.T) {
 		t.Errorf("delete = %d %v, want the failed record", status, out)
 	}
 }
+
+// TestLostWorkerHeardAgainIsTold: a worker declared lost that beats
+// again is told so (it then ends its sandboxes and comes back as a new
+// instance), and is not placed on.
+func TestLostWorkerHeardAgainIsTold(t *testing.T) {
+	ns := natsServer(t)
+	srv, r, _ := apiNode(t, ns)
+	nc := connect(t, ns)
+	told := make(chan struct{}, 1)
+	if _, err := nc.Subscribe("ar.sandboxes.to.ghost.i1.lost", func(*nats.Msg) { told <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	beat := func() { nc.Publish("ar.sandboxes.from.ghost.i1.beat", []byte(`{"live": 0, "max": 4, "backends": ["local_process"]}`)) }
+	beat()
+	waitHeard(t, r, 1)
+	for deadline := time.Now().Add(20 * time.Second); !r.Workers()[0].Lost; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a silent worker was never lost")
+		}
+	}
+	beat()
+	<-told
+	status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "x"}`, nil)
+	if status != http.StatusTooManyRequests || errOf(out) != job.CodeSessionLimit {
+		t.Errorf("create with only a lost worker = %d %v, want 429 %s", status, out, job.CodeSessionLimit)
+	}
+}
+
+// TestPlacedWorkerNeverHeardIsLost: after an API node restart, a
+// sandbox whose worker is not heard within LostAfter ends failed with
+// session.worker_lost.
+func TestPlacedWorkerNeverHeardIsLost(t *testing.T) {
+	ns := natsServer(t)
+	_, _, svc := apiNode(t, ns)
+	if _, _, err := svc.Place(session.CreateRequest{ID: "orphan"}, "ghost.i1"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		rec, err := svc.Get("orphan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State == session.StateFailed {
+			if rec.Error == nil || rec.Error.Code != job.CodeSessionWorkerLost {
+				t.Errorf("orphan's error = %+v, want %s", rec.Error, job.CodeSessionWorkerLost)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan = %s, want failed", rec.State)
+		}
+	}
+}
