@@ -290,7 +290,9 @@ func TestLostWorkerHeardAgainIsTold(t *testing.T) {
 	if _, err := nc.Subscribe("ar.sandboxes.to.ghost.i1.lost", func(*nats.Msg) { told <- struct{}{} }); err != nil {
 		t.Fatal(err)
 	}
-	beat := func() { nc.Publish("ar.sandboxes.from.ghost.i1.beat", []byte(`{"live": 0, "max": 4, "backends": ["local_process"]}`)) }
+	beat := func() {
+		nc.Publish("ar.sandboxes.from.ghost.i1.beat", []byte(`{"live": 0, "max": 4, "backends": ["local_process"]}`))
+	}
 	beat()
 	waitHeard(t, r, 1)
 	for deadline := time.Now().Add(20 * time.Second); !r.Workers()[0].Lost; time.Sleep(50 * time.Millisecond) {
