@@ -163,7 +163,9 @@ func remoteTerminal(ctx context.Context, t *testing.T, addr, id string) {
 		t.Fatalf("start a shell = %d %+v", resp.StatusCode, info)
 	}
 	url := "ws://" + addr + "/v1/sandboxes/" + id + "/processes/" + strconv.Itoa(info.PID) + "/ws"
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"v4.channel.k8s.io"}})
+	// A browser's Origin (serve's own) is checked on the worker too.
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"v4.channel.k8s.io"},
+		HTTPHeader: http.Header{"Origin": {"http://" + addr}}})
 	if err != nil {
 		t.Fatalf("WebSocket through the API node: %v", err)
 	}

@@ -139,7 +139,10 @@ func (r *Router) again(w http.ResponseWriter, req *http.Request, rec session.Rec
 func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, inst instance, refused func()) {
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", string(inst), string(inst)
+			// The URL names the worker to dial; the Host stays the
+			// caller's, which a WebSocket's Origin is checked against
+			// there as it was here.
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", string(inst), pr.In.Host
 			// The API node authorized the call; the worker never sees
 			// the caller's credentials.
 			for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
