@@ -85,8 +85,16 @@ func service(t *testing.T, max int, saved func(session.Record)) *session.Service
 // an HTTP server of the sessions routes through it.
 func apiNode(t *testing.T, ns *server.Server) (*httptest.Server, *sessionremote.Router, *session.Service) {
 	t.Helper()
+	return apiNodeWith(t, ns, sessionremote.RouterConfig{})
+}
+
+// apiNodeWith is apiNode with cfg's Local and LocalBackends; its own
+// service keeps one sandbox at most.
+func apiNodeWith(t *testing.T, ns *server.Server, cfg sessionremote.RouterConfig) (*httptest.Server, *sessionremote.Router, *session.Service) {
+	t.Helper()
 	svc := service(t, 1, nil)
-	r, err := sessionremote.NewRouter(sessionremote.RouterConfig{Conn: connect(t, ns), Service: svc, LostAfter: 2 * time.Second})
+	cfg.Conn, cfg.Service, cfg.LostAfter = connect(t, ns), svc, 2*time.Second
+	r, err := sessionremote.NewRouter(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,5 +339,32 @@ func TestPlacedWorkerNeverHeardIsLost(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("orphan = %s, want failed", rec.State)
 		}
+	}
+}
+
+// TestPlacementCountsThisNode: serve hosting sandboxes is one host: the
+// first create stays here (a tie), the next goes to the worker with
+// room, and the sandbox here is served here.
+func TestPlacementCountsThisNode(t *testing.T) {
+	ns := natsServer(t)
+	srv, r, svc := apiNodeWith(t, ns, sessionremote.RouterConfig{Local: true, LocalBackends: []string{"local_process"}})
+	host(t, ns, "wa", 1, nil)
+	waitHeard(t, r, 1)
+	for _, want := range []struct{ id, worker string }{{"here", ""}, {"there", "wa."}} {
+		status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "`+want.id+`"}`, nil)
+		w, _ := out["worker"].(string)
+		if status != http.StatusCreated || !strings.HasPrefix(w, want.worker) || (want.worker == "") != (w == "") {
+			t.Errorf("create %s = %d, worker %q; want 201 on %q", want.id, status, w, want.worker)
+		}
+	}
+	if live, _ := svc.Load(); live != 1 {
+		t.Errorf("sandboxes here = %d, want 1", live)
+	}
+	status, out := call(t, srv, "POST", "/v1/sandboxes/here/exec", `{"argv": ["echo", "local"]}`, nil)
+	if status != http.StatusOK || out["stdout"] != "local\n" {
+		t.Errorf("exec here = %d %v", status, out)
+	}
+	if status, _ := call(t, srv, "POST", "/v1/sandboxes", `{"id": "third"}`, nil); status != http.StatusTooManyRequests {
+		t.Errorf("a third create = %d, want 429", status)
 	}
 }
