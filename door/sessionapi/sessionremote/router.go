@@ -1,10 +1,8 @@
 package sessionremote
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -138,114 +136,6 @@ func (r *Router) record(inst instance, m *nats.Msg) {
 	if err := r.cfg.Service.Mirror(string(inst), rec); err != nil {
 		r.cfg.Logger.Warn("a sandbox record refused", "worker", string(inst), "id", rec.ID, "error", err)
 	}
-}
-
-// Run ends the sandboxes of lost workers, checking every quarter of
-// LostAfter until ctx ends: a worker heard before and silent since
-// LostAfter, and a worker that holds placed sandboxes but was not heard
-// in the first LostAfter of this router (the API node restarted).
-func (r *Router) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.LostAfter / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for _, inst := range r.silent(now) {
-				r.lose(inst, "no heartbeat for "+r.cfg.LostAfter.String())
-			}
-		}
-	}
-}
-
-// silent are the instances to declare lost at now.
-func (r *Router) silent(now time.Time) []instance {
-	var out []instance
-	r.mu.Lock()
-	for inst, w := range r.workers {
-		if !w.lost && now.Sub(w.heard) > r.cfg.LostAfter {
-			out = append(out, inst)
-		}
-	}
-	r.mu.Unlock()
-	if now.Sub(r.started) <= r.cfg.LostAfter {
-		return out
-	}
-	for _, name := range r.cfg.Service.PlacedWorkers() {
-		inst := instance(name)
-		r.mu.Lock()
-		_, known := r.workers[inst]
-		r.mu.Unlock()
-		if !known {
-			out = append(out, inst)
-		}
-	}
-	return out
-}
-
-// lose declares inst lost: its sandboxes end failed with
-// session.worker_lost and its open connections close.
-func (r *Router) lose(inst instance, why string) {
-	r.mu.Lock()
-	w := r.workers[inst]
-	if w == nil {
-		w = &workerState{}
-		r.workers[inst] = w
-	}
-	w.lost = true
-	conns := r.conns[inst]
-	delete(r.conns, inst)
-	r.mu.Unlock()
-	ids := r.cfg.Service.WorkerLost(string(inst), job.Errorf(job.CodeSessionWorkerLost, "the worker holding the sandbox was lost: %s", why).With("worker", string(inst)))
-	for c := range conns {
-		c.Conn.Close()
-	}
-	r.cfg.Logger.Warn("sandbox worker lost", "worker", string(inst), "why", why, "sandboxes", ids)
-}
-
-// trackedConn is a connection to a worker, forgotten when closed.
-type trackedConn struct {
-	net.Conn
-	r    *Router
-	inst instance
-	once sync.Once
-}
-
-func (c *trackedConn) Close() error {
-	c.once.Do(func() {
-		c.r.mu.Lock()
-		delete(c.r.conns[c.inst], c)
-		c.r.mu.Unlock()
-	})
-	return c.Conn.Close()
-}
-
-// dial opens a connection to the worker instance named by addr's host
-// (the forwarded request's URL).
-func (r *Router) dial(ctx context.Context, _, addr string) (net.Conn, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	inst := instance(host)
-	nc, err := natsconn.Dial(ctx, r.cfg.Conn, inst.addr(), r.cfg.Conns)
-	if err != nil {
-		return nil, err
-	}
-	c := &trackedConn{Conn: nc, r: r, inst: inst}
-	r.mu.Lock()
-	if w := r.workers[inst]; w != nil && w.lost {
-		r.mu.Unlock()
-		nc.Close()
-		return nil, natsconn.ErrPeerLost
-	}
-	if r.conns[inst] == nil {
-		r.conns[inst] = map[*trackedConn]struct{}{}
-	}
-	r.conns[inst][c] = struct{}{}
-	r.mu.Unlock()
-	return c, nil
 }
 
 // WorkerLoad is what the router knows of one worker instance.
