@@ -34,6 +34,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"gitrepo":   cmdGitRepo,
 	"mcpcall":   cmdMCPCall,
 	"freeport":  cmdFreePort,
+	"terminal":  cmdTerminal,
 }
 
 // server is a serve process a script started.
@@ -180,9 +181,10 @@ func stop(s *server, sig syscall.Signal) {
 }
 
 // cmdHTTP makes a request to the script's serve with its token, prints
-// the response body on stdout and checks the status.
+// the response body on stdout (and with -show one response header on
+// stderr) and checks the status.
 //
-//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] [-header="Name: value"] METHOD PATH [BODYFILE]
+//	http [-status=N] [-ct=TYPE] [-token=T] [-origin=O] [-host=H] [-header="Name: value"] [-show=Name] METHOD PATH [BODYFILE]
 func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("http", flag.ContinueOnError)
 	want := fs.Int("status", 0, "wanted status (0: any 2xx)")
@@ -191,6 +193,7 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	origin := fs.String("origin", "", "Origin header")
 	host := fs.String("host", "", "Host header")
 	header := fs.String("header", "", "one more header, \"Name: value\"")
+	show := fs.String("show", "", "a response header to print to stderr as \"Name: value\"")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() < 2 || fs.NArg() > 3 {
 		ts.Fatalf("usage: http [flags] METHOD PATH [BODYFILE]")
@@ -233,6 +236,9 @@ func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Stdout().Write(b)
 	fmt.Fprintf(ts.Stderr(), "status %d\n", resp.StatusCode)
+	if *show != "" {
+		fmt.Fprintf(ts.Stderr(), "%s: %s\n", *show, resp.Header.Get(*show))
+	}
 	ok := resp.StatusCode/100 == 2
 	if *want != 0 {
 		ok = resp.StatusCode == *want

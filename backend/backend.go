@@ -11,6 +11,11 @@
 // Stdio), read and write its workspace files (ReadWorkspaceFile,
 // WriteWorkspaceFile: the safecopy rules), Pause and Resume it, and
 // Delete it. Such a backend's Run is Create, one Start and Wait, Delete.
+// Its sandboxes may also offer SandboxFiles (sandboxfiles.go: stat,
+// listings, ranged reads, removal, moves), which a backend whose
+// workspace the host reaches as a directory implements with
+// WorkspaceDir. They may offer PortDialer (ports.go): a connection to a
+// server listening on the sandbox's own loopback.
 package backend
 
 import (

@@ -5,7 +5,9 @@
 // submit a manifest, status, list with filters and cursor, cancel,
 // destroy, logs over SSE, the WebSocket stream, artifacts; and kept
 // sandboxes (sandboxes.go): create, list, exec, files, pause, resume,
-// timeout, delete. Errors carry
+// timeout, delete; their processes (processes.go): start, list, kill,
+// signal, stdin, events from an offset; and a terminal over a process's
+// WebSocket (terminal.go, Kubernetes exec framing). Errors carry
 // the server's stable codes.
 package client
 

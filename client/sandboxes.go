@@ -182,6 +182,9 @@ func (c *Client) ReadSandboxFile(ctx context.Context, id, path string, w io.Writ
 		return err
 	}
 	defer resp.Body.Close()
+	if err := notDirectory(resp, path); err != nil {
+		return err
+	}
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return job.Wrap(job.CodeRunIOFailed, err, "cannot read the file's bytes").With("path", path)
 	}

@@ -61,6 +61,16 @@ const (
 	// CodeSessionNoTerminal: a resize of a sandbox process that runs
 	// without a pseudo-terminal (409).
 	CodeSessionNoTerminal Code = "session.no_terminal"
+	// CodeDirectoryNotEmpty: a sandbox file removal of a directory with
+	// entries without recursive, or a move onto one (409).
+	CodeDirectoryNotEmpty Code = "session.directory_not_empty"
+	// CodeRangeNotSatisfiable: a ranged file read whose range selects
+	// no byte of the file (416; details.size is the file's).
+	CodeRangeNotSatisfiable Code = "validation.range_not_satisfiable"
+	// CodeSessionPortUnreachable: nothing accepts connections on the
+	// sandbox's loopback port a proxied request names (refused, or no
+	// answer in time) (502).
+	CodeSessionPortUnreachable Code = "session.port_unreachable"
 	// CodeSessionWorkerLost: the worker that holds a sandbox is gone
 	// (its heartbeats stopped, its NATS connection closed, or it does
 	// not answer); the sandbox is recorded failed with it (410).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"io/fs"
+
+	"github.com/agent-runner/agent-runner/backend"
 )
 
 // Pause freezes every process of the sandbox (backend.Sandbox.Pause): a
@@ -31,3 +33,11 @@ func (s *Sandbox) WriteFile(ctx context.Context, rel string, r io.Reader, mode f
 // Workspace is the host directory the sandbox's processes work in
 // (SandboxSpec.Workspace).
 func (s *Sandbox) Workspace() string { return s.spec.Workspace }
+
+// Files is the sandbox's workspace tree (backend.SandboxFiles: stat,
+// listings, ranged reads, removal, moves), or nil when its backend's
+// sandboxes offer none.
+func (s *Sandbox) Files() backend.SandboxFiles {
+	f, _ := s.sb.(backend.SandboxFiles)
+	return f
+}

@@ -118,7 +118,8 @@ func mkdirBeneath(root, rel string) error {
 // fileError codes a file call's error: a job error as it is, a symlink
 // or a path leaving the workspace validation.path_escape, a file that
 // is not there job.not_found, a file over the cap
-// validation.limit_exceeded, anything else run.io_failed.
+// validation.limit_exceeded, one that is not regular (a FIFO, a device)
+// validation.invalid_request, anything else run.io_failed.
 func fileError(err error, rel string, limit int64) error {
 	var jerr *job.Error
 	switch {
@@ -128,6 +129,8 @@ func fileError(err error, rel string, limit int64) error {
 		return job.Errorf(job.CodeLimitExceeded, "the file is larger than %d bytes", limit).With("path", rel).With("max", limit)
 	case errors.Is(err, fs.ErrNotExist):
 		return job.Errorf(job.CodeJobNotFound, "no file %s in the sandbox", rel).With("path", rel)
+	case errors.Is(err, safecopy.ErrNotRegular):
+		return job.Wrap(job.CodeInvalidRequest, err, "not a regular file").With("path", rel)
 	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 		return job.Wrap(job.CodePathEscape, err, "the path leaves the sandbox's workspace or goes through a symlink").With("path", rel)
 	case errors.As(err, &jerr):

@@ -15,7 +15,10 @@ import (
 // stderr as SCM_RIGHTS. The init sends {"op":"ready"} once the sandbox is built
 // (or an initResult with the failed stage); then the runner sends exec
 // and signal requests, and the init answers each exec with started (and
-// its pid) or error, and later exit. The init serves until
+// its pid) or error, and later exit. A connect request (ports.go) is
+// answered with connected, carrying the one descriptor of a TCP socket
+// the init connected to 127.0.0.1:port inside the sandbox, or error.
+// The init serves until
 // the runner's end closes, then kills everything; the runner never
 // trusts a message for more than the exec it names.
 
@@ -28,8 +31,9 @@ const ctlMaxReply = 64 << 10
 
 // ctlRequest is a runner-to-init message.
 type ctlRequest struct {
-	// Op is "exec" (start Argv, with three descriptors attached) or
-	// "signal" (send Sig to the exec's process group).
+	// Op is "exec" (start Argv, with three descriptors attached),
+	// "signal" (send Sig to the exec's process group) or "connect"
+	// (connect to 127.0.0.1:Port inside the sandbox).
 	Op   string   `json:"op"`
 	ID   uint64   `json:"id"`
 	Argv []string `json:"argv,omitempty"`
@@ -37,6 +41,8 @@ type ctlRequest struct {
 	// Cwd is clean and relative to the workspace.
 	Cwd string `json:"cwd,omitempty"`
 	Sig int    `json:"sig,omitempty"`
+	// Port is a connect's loopback port.
+	Port int `json:"port,omitempty"`
 	// Terminal makes the exec a session leader with its stdin (a
 	// terminal) as its controlling terminal.
 	Terminal bool `json:"terminal,omitempty"`
@@ -49,8 +55,9 @@ type ctlRequest struct {
 
 // ctlReply is an init-to-runner message.
 type ctlReply struct {
-	// Op is "ready", "started", "error" (the exec did not start) or
-	// "exit"; a setup failure comes as an initResult (Stage and Error).
+	// Op is "ready", "started", "error" (the exec did not start, or the
+	// connect failed), "exit" or "connected" (one descriptor attached);
+	// a setup failure comes as an initResult (Stage and Error).
 	Op string `json:"op,omitempty"`
 	ID uint64 `json:"id,omitempty"`
 	// Pid is a started exec's pid inside the sandbox.
@@ -62,6 +69,8 @@ type ctlReply struct {
 	CPUNanos int64  `json:"cpu_ns,omitempty"`
 	Error    string `json:"error,omitempty"`
 	Stage    string `json:"stage,omitempty"`
+	// Refused says a connect's error was ECONNREFUSED (nothing listens).
+	Refused bool `json:"refused,omitempty"`
 	// ExecDenials, on exit, are the refused execs of the exec's process
 	// group (execrecord.go).
 	ExecDenials      []job.ExecDenial `json:"exec_denials,omitempty"`

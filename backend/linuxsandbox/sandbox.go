@@ -75,7 +75,7 @@ func (b *Backend) create(ctx context.Context, spec backend.Spec, pausable, wait 
 		return nil, in.out, err
 	}
 	t2 := time.Now()
-	s := &Sandbox{spec: spec, p: p, in: in, fd: pair[0], waiting: map[uint64]chan ctlReply{}, readerDone: make(chan struct{})}
+	s := &Sandbox{spec: spec, p: p, in: in, fd: pair[0], waiting: map[uint64]chan ctlReply{}, dialing: map[uint64]chan dialReply{}, readerDone: make(chan struct{})}
 	s.phases = CreatePhases{Prepare: t1.Sub(t0), Boot: t2.Sub(t1)}
 	if !wait {
 		go s.read()
@@ -146,6 +146,8 @@ type Sandbox struct {
 	dead    bool // the init is gone
 	nextID  uint64
 	waiting map[uint64]chan ctlReply
+	// dialing are the connects waiting for the init (ports.go).
+	dialing map[uint64]chan dialReply
 	// ops counts the Execs, ReadFiles and WriteFiles in flight: Delete
 	// reaps the init (freeing its pid) only after them.
 	ops        sync.WaitGroup
@@ -171,8 +173,13 @@ func (s *Sandbox) read() {
 	for {
 		var r ctlReply
 		fds, err := ctlReceive(s.fd, buf, &r)
-		closeAll(fds) // the init never hands the runner a descriptor
 		s.mu.Lock()
+		// Only a connect the runner is waiting for is handed a
+		// descriptor (ports.go); every other one is closed here.
+		if err == nil {
+			fds = s.deliverDial(r, fds)
+		}
+		closeAll(fds)
 		if !s.ready {
 			if err == nil && r.Op == "ready" {
 				s.ready = true
@@ -188,6 +195,10 @@ func (s *Sandbox) read() {
 				close(ch)
 			}
 			s.waiting = map[uint64]chan ctlReply{}
+			for _, ch := range s.dialing {
+				close(ch)
+			}
+			s.dialing = map[uint64]chan dialReply{}
 			s.mu.Unlock()
 			return
 		}

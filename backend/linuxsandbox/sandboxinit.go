@@ -23,7 +23,7 @@ type request struct {
 // starts each exec the runner asks for, confined as the sandbox's
 // workload (its own process group, the sandbox uid, no privileges,
 // this process's seccomp filter and Landlock domain), reports each
-// exit, reaps orphans, and when the runner's end closes kills every
+// exit, answers each connect to a loopback port (ports.go), reaps orphans, and when the runner's end closes kills every
 // process of the sandbox and returns. It runs on the locked thread that
 // dropped the capabilities: every fork happens here. A one-shot run's
 // workload, its first request, is served by runFinal. Each exit report
@@ -85,6 +85,11 @@ func serveSandbox(cfg initConfig, rec *execRecorder) initResult {
 				if pid, ok := groups[r.req.ID]; ok {
 					_ = unix.Kill(-pid, unix.Signal(r.req.Sig))
 				}
+			case "connect":
+				// Off this thread: a connect may wait on a full
+				// backlog, and execs and signals must not.
+				closeAll(r.fds)
+				go connectLoopback(r.req)
 			default:
 				closeAll(r.fds)
 			}

@@ -50,17 +50,7 @@ func openPTY() (*pty, error) {
 // after the sandbox exited, drains the output and restores the terminal.
 func (p *pty) attach(in, out *os.File) func() {
 	fd := int(in.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	if err == nil {
-		raw := *old
-		raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-		raw.Oflag &^= unix.OPOST
-		raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-		raw.Cflag &^= unix.CSIZE | unix.PARENB
-		raw.Cflag |= unix.CS8
-		raw.Cc[unix.VMIN], raw.Cc[unix.VTIME] = 1, 0
-		_ = unix.IoctlSetTermios(fd, unix.TCSETS, &raw)
-	}
+	restore := makeRaw(in)
 	resize := func() {
 		if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
 			_ = unix.IoctlSetWinsize(int(p.master.Fd()), unix.TIOCSWINSZ, ws)
@@ -89,9 +79,7 @@ func (p *pty) attach(in, out *os.File) func() {
 		signal.Stop(winch)
 		close(winch)
 		p.master.Close()
-		if old != nil {
-			_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
-		}
+		restore()
 	}
 }
 

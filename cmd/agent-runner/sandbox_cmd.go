@@ -27,6 +27,7 @@ func newSandboxCmd() *cobra.Command {
 	root.AddCommand(sandboxAction(&sf, "resume", "Thaw a paused sandbox", (*client.Client).ResumeSandbox))
 	root.AddCommand(sandboxAction(&sf, "rm", "Delete a sandbox: its processes are killed, its workspace removed", (*client.Client).DeleteSandbox))
 	root.AddCommand(newSandboxTimeoutCmd(&sf))
+	root.AddCommand(newSandboxShellCmd(&sf), newSandboxPsCmd(&sf), newSandboxStartCmd(&sf), newSandboxLogsCmd(&sf), newSandboxKillCmd(&sf))
 	return root
 }
 

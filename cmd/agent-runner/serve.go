@@ -46,6 +46,9 @@ type serveDeps struct {
 	// AcceptRawBody lets a door's route take application/octet-stream
 	// bodies past the server's guard (httpapi.Server.AcceptRawBody).
 	AcceptRawBody func(pattern string)
+	// AcceptAnyBody lets a door's route take a body of any type past
+	// the guard (httpapi.Server.AcceptAnyBody: the sandbox ports proxy).
+	AcceptAnyBody func(pattern string)
 	// Metrics is the registry served at /metrics.
 	Metrics prometheus.Registerer
 	// Jobs is the jobs service every door submits, reads, follows and
@@ -186,7 +189,7 @@ func serve(o serveOptions) error {
 	// serve_sessions.go, serve_ui.go) before serve listens; ctx ends when it shuts down.
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
-		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody,
+		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody, AcceptAnyBody: api.AcceptAnyBody,
 		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
 		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}

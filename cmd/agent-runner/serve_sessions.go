@@ -127,5 +127,8 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, acrossHosts
 	for _, p := range sessionapi.RawBodyPatterns() {
 		d.AcceptRawBody(p)
 	}
+	for _, p := range sessionapi.AnyBodyPatterns() {
+		d.AcceptAnyBody(p)
+	}
 	return s, nil
 }

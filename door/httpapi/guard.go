@@ -19,7 +19,8 @@ import (
 //  3. With tokens, a known bearer token (outside publicPaths): 401.
 //  4. A state-changing request with a body or a Content-Type must send
 //     JSON or YAML (a route a door declared with AcceptRawBody may send
-//     application/octet-stream): 415 validation.unsupported_media_type.
+//     application/octet-stream, one declared with AcceptAnyBody any
+//     type): 415 validation.unsupported_media_type.
 //
 // Refusals of 1 to 3 close the connection.
 func (s *Server) guard(next http.Handler) http.Handler {
@@ -43,7 +44,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if err := checkContentType(r, s.rawBody); err != nil {
+		if err := checkContentType(r, s.rawBody); err != nil && !s.anyBody(r) {
 			writeError(w, err)
 			return
 		}
@@ -95,4 +96,24 @@ func (s *Server) AcceptRawBody(pattern string) {
 func (s *Server) rawBody(r *http.Request) bool {
 	_, pattern := s.rawRoutes.Handler(r)
 	return pattern != ""
+}
+
+// anyBodyRoute marks, in rawRoutes, a route declared with AcceptAnyBody.
+type anyBodyRoute struct{ http.Handler }
+
+// AcceptAnyBody lets the routes of pattern take a body of any content
+// type past the guard: a proxy into a sandbox (the sessions door's
+// ports route), whose server decides what it takes. The Host, Origin
+// and token checks still hold for them: a browser page of another
+// origin that posts a form there is refused by its Origin header, and
+// with tokens by their absence.
+func (s *Server) AcceptAnyBody(pattern string) {
+	s.rawRoutes.Handle(pattern, anyBodyRoute{http.NotFoundHandler()})
+}
+
+// anyBody reports whether r's route was declared with AcceptAnyBody.
+func (s *Server) anyBody(r *http.Request) bool {
+	h, pattern := s.rawRoutes.Handler(r)
+	_, ok := h.(anyBodyRoute)
+	return pattern != "" && ok
 }

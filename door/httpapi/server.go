@@ -76,7 +76,8 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *Metrics
 	hosts   hostPolicy
-	// rawRoutes matches the routes declared with AcceptRawBody.
+	// rawRoutes matches the routes declared with AcceptRawBody and
+	// AcceptAnyBody.
 	rawRoutes *http.ServeMux
 }
 

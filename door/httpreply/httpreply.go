@@ -23,12 +23,16 @@ func Status(c job.Code) int {
 		return http.StatusUnsupportedMediaType
 	case job.CodeJobNotFound:
 		return http.StatusNotFound
-	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning, job.CodeSessionNoTerminal:
+	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning, job.CodeSessionNoTerminal, job.CodeDirectoryNotEmpty:
 		return http.StatusConflict
+	case job.CodeRangeNotSatisfiable:
+		return http.StatusRequestedRangeNotSatisfiable
 	case job.CodeQueueFull, job.CodeQueueClosed:
 		return http.StatusServiceUnavailable
 	case job.CodeSessionLimit:
 		return http.StatusTooManyRequests
+	case job.CodeSessionPortUnreachable:
+		return http.StatusBadGateway
 	case job.CodeSessionWorkerLost:
 		return http.StatusGone
 	case job.CodeUnauthorized:

@@ -28,11 +28,12 @@ type route struct {
 	pattern string
 	h       func(*session.Service, http.ResponseWriter, *http.Request)
 	// raw says the route's body is raw bytes (application/octet-stream),
-	// not JSON: RawBodyPatterns.
-	raw bool
+	// not JSON: RawBodyPatterns. anyBody says it may be of any type
+	// (the ports proxy): AnyBodyPatterns.
+	raw, anyBody bool
 }
 
-var routes = []route{
+var routes = append([]route{
 	{pattern: "POST /v1/sandboxes", h: serveCreate},
 	{pattern: "GET /v1/sandboxes", h: serveList},
 	{pattern: "GET /v1/sandboxes/{id}", h: serveGet},
@@ -41,8 +42,11 @@ var routes = []route{
 	{pattern: "POST /v1/sandboxes/{id}/pause", h: servePause},
 	{pattern: "POST /v1/sandboxes/{id}/resume", h: serveResume},
 	{pattern: "POST /v1/sandboxes/{id}/exec", h: serveExec},
-	{pattern: "GET /v1/sandboxes/{id}/files", h: serveReadFile},
+	{pattern: "GET /v1/sandboxes/{id}/files", h: serveGetFiles},
 	{pattern: "PUT /v1/sandboxes/{id}/files", h: serveWriteFile, raw: true},
+	{pattern: "DELETE /v1/sandboxes/{id}/files", h: serveRemoveFile},
+	{pattern: "GET /v1/sandboxes/{id}/files/stat", h: serveStatFile},
+	{pattern: "POST /v1/sandboxes/{id}/files/move", h: serveMoveFile},
 	{pattern: "POST /v1/sandboxes/{id}/processes", h: serveStartProcess},
 	{pattern: "GET /v1/sandboxes/{id}/processes", h: serveListProcesses},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}", h: serveGetProcess},
@@ -52,7 +56,7 @@ var routes = []route{
 	{pattern: "POST /v1/sandboxes/{id}/processes/{pid}/resize", h: serveResize},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/events", h: serveProcessEvents},
 	{pattern: "GET /v1/sandboxes/{id}/processes/{pid}/ws", h: serveProcessSocket},
-}
+}, portRoutes()...)
 
 // Routes registers the sessions routes over s on mux, each wrapped with
 // wrap(auth.ScopeSessions, h) (serve's Auth).
@@ -70,6 +74,20 @@ func RawBodyPatterns() []string {
 	var out []string
 	for _, r := range routes {
 		if r.raw {
+			out = append(out, r.pattern)
+		}
+	}
+	return out
+}
+
+// AnyBodyPatterns lists the routes whose body may have any content
+// type (the ports proxy: the sandbox's server decides what it takes),
+// for the server's guard to let them through
+// (httpapi.Server.AcceptAnyBody).
+func AnyBodyPatterns() []string {
+	var out []string
+	for _, r := range routes {
+		if r.anyBody {
 			out = append(out, r.pattern)
 		}
 	}
@@ -181,17 +199,6 @@ func serveExec(s *session.Service, w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.Exec(r.Context(), r.PathValue("id"), req)
 	reply(w, http.StatusOK, res, err)
-}
-
-func serveReadFile(s *session.Service, w http.ResponseWriter, r *http.Request) {
-	var buf bytes.Buffer
-	if err := s.ReadFile(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"), &buf); err != nil {
-		httpreply.Error(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	buf.WriteTo(w)
 }
 
 func serveWriteFile(s *session.Service, w http.ResponseWriter, r *http.Request) {

@@ -95,7 +95,7 @@ func TestRoutes(t *testing.T) {
 		{"get", "GET", "/v1/sandboxes/s1/files?path=d/a.txt", "", answer{Status: 200, Body: "8 bytes!"}},
 		{"put over the cap", "PUT", "/v1/sandboxes/s1/files?path=b.txt", "nine byte", answer{Status: 413, Code: job.CodeBodyTooLarge}},
 		{"bad mode", "PUT", "/v1/sandboxes/s1/files?path=b.txt&mode=rwx", "x", answer{Status: 422, Code: job.CodeInvalidRequest}},
-		{"no path", "GET", "/v1/sandboxes/s1/files", "", answer{Status: 422, Code: job.CodeInvalidRequest}},
+		{"no path: the root listed", "GET", "/v1/sandboxes/s1/files", "", answer{Status: 200}},
 		{"escape", "GET", "/v1/sandboxes/s1/files?path=../x", "", answer{Status: 422, Code: job.CodePathEscape}},
 		{"exec", "POST", "/v1/sandboxes/s1/exec", `{"argv":["cat","d/a.txt"]}`, answer{Status: 200}},
 		{"exec without argv", "POST", "/v1/sandboxes/s1/exec", `{}`, answer{Status: 422, Code: job.CodeInvalidRequest}},

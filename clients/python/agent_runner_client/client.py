@@ -49,10 +49,10 @@ class Client:
         self.timeout = timeout
 
     def _request(self, method: str, path: str, body: Any = None, timeout: float | None = None,
-                 content_type: str = "application/json") -> tuple[int, bytes, Any]:
+                 content_type: str = "application/json", headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:
         """Send one request; bytes bodies go as they are, others as JSON."""
         data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers or {})
         if data is not None:
             req.add_header("Content-Type", content_type)
         if self.token:

@@ -30,7 +30,7 @@
 // identity, so a worker can neither hear another's calls nor speak for
 // its sandboxes): ar.sandboxes.to.<worker id>.<instance>.> to the
 // worker, ar.sandboxes.from.<worker id>.<instance>.> from it (.beat,
-// .record, and the natsconn connections under .http). The worker's
-// token is never sent the client's: the router drops Authorization and
-// Cookie headers, as the API node has already authorized the call.
+// .record, and the natsconn connections under .http). A worker is never
+// sent the caller's token: the router drops Authorization, as the API
+// node has already authorized the call.
 package sessionremote

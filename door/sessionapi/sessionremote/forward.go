@@ -144,10 +144,10 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, in
 			// there as it was here.
 			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", string(inst), pr.In.Host
 			// The API node authorized the call; the worker never sees
-			// the caller's credentials.
-			for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie"} {
-				pr.Out.Header.Del(h)
-			}
+			// the caller's token. (Cookies go on, as the ports route
+			// passes them to a sandbox's server; serve takes none.)
+			pr.Out.Header.Del("Authorization")
+			pr.Out.Header.Del("Proxy-Authorization")
 		},
 		Transport:     r.tr,
 		FlushInterval: -1,

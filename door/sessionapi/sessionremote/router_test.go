@@ -209,7 +209,7 @@ func waitHeard(t *testing.T, r *sessionremote.Router, n int) {
 }
 
 // TestForwarding: a forwarded call reaches the worker without the
-// caller's credentials, a record answer names the worker, and a
+// caller's token (its cookies go on), a record answer names the worker, and a
 // streamed answer arrives as the worker flushes it, not when it ends.
 func TestForwarding(t *testing.T) {
 	ns := natsServer(t)
@@ -234,8 +234,11 @@ func TestForwarding(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("create = %d %v", status, out)
 	}
-	if out["authorization"] != "" || out["cookie"] != "" {
-		t.Errorf("the worker saw the caller's credentials: %v", out)
+	if out["authorization"] != "" {
+		t.Errorf("the worker saw the caller's token: %v", out)
+	}
+	if out["cookie"] != "c=1" {
+		t.Errorf("the worker got cookie %q, want the caller's (a sandbox's server gets them)", out["cookie"])
 	}
 	if w, _ := out["worker"].(string); !strings.HasPrefix(w, "wa.") {
 		t.Errorf("record answer's worker = %q, want wa's instance", out["worker"])
