@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,8 +56,8 @@ func workerCredential(t *testing.T) (workers, tokenFile string) {
 
 // TestRemoteSessionOnWorker: a sandbox created through the API node
 // (which hosts none itself) lands on a worker with its own store and
-// token; exec, a file round trip and a PTY driven over the WebSocket all
-// go through the API node. Then the worker is killed: the sandbox ends
+// token; exec, a file round trip, a PTY driven over the WebSocket and a
+// server's port all go through the API node. Then the worker is killed: the sandbox ends
 // failed with session.worker_lost, and an exec answers that code.
 func TestRemoteSessionOnWorker(t *testing.T) {
 	apiStore, workerStore := t.TempDir(), t.TempDir()
@@ -112,6 +113,7 @@ func TestRemoteSessionOnWorker(t *testing.T) {
 	}
 
 	remoteTerminal(ctx, t, addr, "far")
+	remotePort(ctx, t, addr, "far", data)
 
 	// The API node's list answers from its copy of the record.
 	waitFor(t, 10*time.Second, "the API node's list to show the sandbox running on the worker", func() bool {
@@ -202,5 +204,36 @@ func remoteTerminal(ctx context.Context, t *testing.T, addr, id string) {
 	send("exit\n")
 	if status := read(func() bool { return false }); !strings.Contains(status, `"Success"`) {
 		t.Errorf("status after exit = %s, want Success", status)
+	}
+}
+
+// remotePort starts Python's http.server on a loopback port in sandbox
+// id and reads the file dir/blob (want) it serves through the API node's
+// ports route.
+func remotePort(ctx context.Context, t *testing.T, addr, id string, want []byte) {
+	t.Helper()
+	_, port, _ := strings.Cut(freeAddr(t), ":")
+	body := `{"argv": ["python3", "-m", "http.server", "` + port + `", "--bind", "127.0.0.1", "--directory", "dir"]}`
+	resp, err := http.Post("http://"+addr+"/v1/sandboxes/"+id+"/processes", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("start http.server = %d", resp.StatusCode)
+	}
+	url := "http://" + addr + "/v1/sandboxes/" + id + "/ports/" + port + "/blob"
+	var got []byte
+	waitFor(t, 20*time.Second, "the sandbox's http.server to answer through the API node", func() bool {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		got, err = io.ReadAll(resp.Body)
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+	if !bytes.Equal(got, want) {
+		t.Errorf("the file through the port = %d bytes, want the %d written", len(got), len(want))
 	}
 }
