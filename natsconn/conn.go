@@ -326,7 +326,8 @@ func (c *conn) Close() error {
 }
 
 // keepAlive pings when nothing was sent for KeepAlive and fails the
-// connection when nothing was heard for PeerTimeout, until it closes.
+// connection when nothing was heard for PeerTimeout, until it closes or
+// fails.
 func (c *conn) keepAlive() {
 	t := time.NewTicker(min(c.cfg.KeepAlive, c.cfg.PeerTimeout) / 2)
 	defer t.Stop()
@@ -346,7 +347,11 @@ func (c *conn) keepAlive() {
 			if c.err == nil && now.Sub(c.heard) > c.cfg.PeerTimeout {
 				c.fail(ErrPeerLost)
 			}
+			failed := c.err != nil
 			c.mu.Unlock()
+			if failed {
+				return // nothing more to watch for; Close unsubscribes
+			}
 		}
 	}
 }
