@@ -24,11 +24,10 @@
 //     acknowledge deliveries, publish live events, queue child tasks,
 //     publish records and serve its own kept sandboxes
 //     (ar.sandboxes.{to,from}.<id>.>) under its identity (WorkerID;
-//     perms.go). Its
-//     deliveries come on its own inboxes, where the API node sees them
-//     and writes claims (ar.claims.<worker>.<kind>.<id>, claims.go): the
-//     record mirror (package remote) accepts a record only from the
-//     worker the latest delivery went to.
+//     perms.go). Its deliveries come on its own inboxes, where the API
+//     node sees them and writes claims (ar.claims.<worker>.<kind>.<id>,
+//     claims.go): the record mirror (package remote) accepts a record
+//     only from the worker the latest delivery went to.
 package queue
 
 import (
