@@ -159,3 +159,10 @@ func (s *Service) Load() (live, max int) {
 	defer s.mu.Unlock()
 	return len(s.live) + s.starting, s.cfg.MaxSandboxes
 }
+
+// recorded tells Config.Recorded that run runID's record is complete.
+func (s *Service) recorded(runID string) {
+	if s.cfg.Recorded != nil && runID != "" {
+		s.cfg.Recorded(runID)
+	}
+}

@@ -63,9 +63,13 @@ type Config struct {
 	Events Publisher
 	// Saved, when set, gets every record once it is written (a
 	// worker sends them to the API node: package door/sessionapi/sessionremote).
-	Saved   func(Record)
-	Logger  *slog.Logger
-	Durable bool
+	Saved func(Record)
+	// Recorded, when set, gets the run id of every exec and background
+	// process once its run record is complete (a worker sends those
+	// records to the API node).
+	Recorded func(runID string)
+	Logger   *slog.Logger
+	Durable  bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

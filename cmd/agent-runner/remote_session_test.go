@@ -101,6 +101,15 @@ func TestRemoteSessionOnWorker(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(workerStore, "runs", res.RunID, "result.json")); err != nil {
 		t.Errorf("exec's run record on the worker: %v", err)
 	}
+	// The exec's run record reaches the API node too, as a job's.
+	waitFor(t, 20*time.Second, "the exec's run record on the API node", func() bool {
+		_, err := os.Stat(filepath.Join(apiStore, "runs", res.RunID, "result.json"))
+		return err == nil
+	})
+	run, err := c.Wait(ctx, res.RunID, 50*time.Millisecond)
+	if err != nil || run.Status != job.StatusCompleted || !strings.HasPrefix(run.Stdout.Text, "hello from "+workerStore) {
+		t.Errorf("the exec's run on the API node = %s %q, %v; want completed with its stdout", run.Status, run.Stdout.Text, err)
+	}
 
 	data := make([]byte, 3<<20)
 	rand.Read(data)

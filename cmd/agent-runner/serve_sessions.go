@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/door/sessionapi/sessionremote"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
@@ -59,6 +61,7 @@ type sessionDeps struct {
 	Roots              *workspaceroot.Roots
 	Events             session.Publisher
 	Saved              func(session.Record)
+	Recorded           func(runID string)
 	Logger             *slog.Logger
 }
 
@@ -81,7 +84,7 @@ func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) 
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: rc.Max, Defaults: rc.Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
 		Egress: rc.Egress, AllowHostNetwork: rc.AllowHostNetwork,
-		Policy: pol, Events: d.Events, Saved: d.Saved, Logger: d.Logger.WithGroup("session"), Durable: rc.Durable,
+		Policy: pol, Events: d.Events, Saved: d.Saved, Recorded: d.Recorded, Logger: d.Logger.WithGroup("session"), Durable: rc.Durable,
 	})
 }
 
@@ -112,7 +115,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, acrossHosts
 		router, err := sessionremote.NewRouter(sessionremote.RouterConfig{
 			Conn: d.Jobs.Queue().Conn(), Service: s, Local: !f.noLocal,
 			LocalBackends: enabledBackends(d.Backends, d.UnsafeLocalProcess).Kinds(), LostAfter: f.workerTimeout,
-			Logger: d.Logger.WithGroup("session"),
+			Claim: claimSandboxRun(d), Logger: d.Logger.WithGroup("session"),
 		})
 		if err != nil {
 			return nil, err
@@ -131,4 +134,17 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, acrossHosts
 		d.AcceptAnyBody(p)
 	}
 	return s, nil
+}
+
+// claimSandboxRun binds an exec or process run of a sandbox on a remote
+// worker to that worker, so its record (sent as a job's: remote's
+// mirror) lands in this node's runs/ like a local sandbox's. A run id
+// this node already has a record of is refused.
+func claimSandboxRun(d serveDeps) func(ctx context.Context, worker, runID string) error {
+	return func(ctx context.Context, worker, runID string) error {
+		if _, err := os.Lstat(d.Runner.Store().RunDir(runID)); err == nil {
+			return job.Errorf(job.CodeJobConflict, "run %s is recorded here already", runID).With("id", runID)
+		}
+		return d.Jobs.Queue().Claim(ctx, worker, queue.ClaimJob, runID, 1)
+	}
 }

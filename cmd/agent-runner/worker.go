@@ -124,7 +124,7 @@ func newWorkerCmd() *cobra.Command {
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
 			if !noSandboxes {
 				svc, err := hostSandboxes(ctx, q, sessionDeps{Runner: r, StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind,
-					UnsafeLocalProcess: unsafeLocal, Roots: roots, Logger: log}, sessions)
+					UnsafeLocalProcess: unsafeLocal, Roots: roots, Logger: log, Recorded: publishRun(ctx, remote.PublishJob(pub, r.Store()), log)}, sessions)
 				if err != nil {
 					return err
 				}
@@ -186,4 +186,19 @@ func hostSandboxes(ctx context.Context, q *queue.Queue, d sessionDeps, f session
 		}
 	}()
 	return svc, nil
+}
+
+// publishRun sends the record of a sandbox's exec or process run to the
+// API node, as a job's (the API node claimed the run for this worker
+// when it forwarded the call), in the background.
+func publishRun(ctx context.Context, publish func(context.Context, string) error, log *slog.Logger) func(string) {
+	return func(runID string) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := publish(ctx, runID); err != nil {
+				log.Warn("cannot send a sandbox run's record to the API node", "run_id", runID, "error", err)
+			}
+		}()
+	}
 }

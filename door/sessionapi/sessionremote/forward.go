@@ -156,8 +156,12 @@ func (r *Router) forward(w http.ResponseWriter, req *http.Request, id string, in
 			if refused != nil && resp.StatusCode >= 300 {
 				refused()
 			}
-			if recordPatterns[req.Pattern] && resp.StatusCode < 300 {
+			switch {
+			case resp.StatusCode >= 300:
+			case recordPatterns[req.Pattern]:
 				return stampWorker(resp, inst)
+			case runPatterns[req.Pattern] != "":
+				return r.claimRun(req.Context(), resp, id, runPatterns[req.Pattern], inst)
 			}
 			return nil
 		},

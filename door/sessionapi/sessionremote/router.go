@@ -1,6 +1,7 @@
 package sessionremote
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -30,6 +31,11 @@ type RouterConfig struct {
 	// LostAfter is how long a worker may go unheard before it is lost
 	// (default DefaultLostAfter; at least 2 heartbeats).
 	LostAfter time.Duration
+	// Claim, when set, binds run runID (an exec or a process of a
+	// sandbox on worker, whose record the worker then sends over the
+	// record mirror) to worker, the worker's identity (package remote
+	// accepts the record from that worker only).
+	Claim func(ctx context.Context, worker, runID string) error
 	// Conns tunes the connections to workers (natsconn's defaults).
 	Conns  natsconn.Config
 	Logger *slog.Logger

@@ -371,3 +371,51 @@ func TestPlacementCountsThisNode(t *testing.T) {
 		t.Errorf("a third create = %d, want 429", status)
 	}
 }
+
+// TestRunClaims: the run an exec on a worker answered is claimed for
+// that worker (so its record is accepted from it), but only a run id of
+// that sandbox and kind: a worker cannot get another record's id bound
+// to it.
+func TestRunClaims(t *testing.T) {
+	ns := natsServer(t)
+	claims := make(chan string, 8)
+	srv, r, _ := apiNodeWith(t, ns, sessionremote.RouterConfig{Claim: func(_ context.Context, worker, runID string) error {
+		claims <- worker + " " + runID
+		return nil
+	}})
+	host(t, ns, "wa", 4, func(*session.Service) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if req.Method == http.MethodPost && req.URL.Path == "/v1/sandboxes" {
+				w.WriteHeader(http.StatusCreated)
+				w.Write([]byte(`{"id": "box", "state": "running"}`))
+				return
+			}
+			var ask struct {
+				Argv []string `json:"argv"`
+			}
+			json.NewDecoder(req.Body).Decode(&ask)
+			json.NewEncoder(w).Encode(map[string]string{"run_id": ask.Argv[0]})
+		})
+	})
+	waitHeard(t, r, 1)
+	if status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "box"}`, nil); status != http.StatusCreated {
+		t.Fatalf("create = %d %v", status, out)
+	}
+	for _, runID := range []string{"job_victim", "box.proc-1", "other.exec-1", "box.exec-1x", "box.exec-2"} {
+		status, out := call(t, srv, "POST", "/v1/sandboxes/box/exec", `{"argv": ["`+runID+`"]}`, nil)
+		if status != http.StatusOK || out["run_id"] != runID {
+			t.Errorf("exec answering %s = %d %v, want it passed on", runID, status, out)
+		}
+	}
+	// Claims are written before the answer is passed on, in order: the
+	// last exec's is the first and only one.
+	if got := <-claims; got != "wa box.exec-2" {
+		t.Errorf("claim = %q, want %q", got, "wa box.exec-2")
+	}
+	select {
+	case got := <-claims:
+		t.Errorf("another claim: %q", got)
+	default:
+	}
+}
