@@ -65,7 +65,7 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// condition answers the scripts' [root], [sandbox] and [pytest].
+// condition answers the scripts' [root], [sandbox], [pytest] and [node].
 func condition(cond string) (bool, error) {
 	switch cond {
 	case "root":
@@ -74,6 +74,8 @@ func condition(cond string) (bool, error) {
 		return sandboxWorks(), nil
 	case "pytest":
 		return exec.Command("/usr/bin/python3", "-m", "pytest", "--version").Run() == nil, nil
+	case "node":
+		return nodeWorks(), nil
 	}
 	return false, fmt.Errorf("unknown condition %q", cond)
 }

@@ -35,6 +35,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"mcpcall":   cmdMCPCall,
 	"freeport":  cmdFreePort,
 	"terminal":  cmdTerminal,
+	"e2bsdk":    cmdE2BSDK,
 }
 
 // server is a serve process a script started.
@@ -268,15 +269,17 @@ func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // cmdWaitJSON polls GET PATH until the JSON field matches the pattern
-// (default timeout 90 s), and prints the last answer.
+// (with -not: until it is there and does not match; default timeout 90
+// s), and prints the last answer.
 //
-//	waitjson [-timeout=D] PATH FIELD PATTERN
+//	waitjson [-timeout=D] [-not] PATH FIELD PATTERN
 func cmdWaitJSON(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("waitjson", flag.ContinueOnError)
 	timeout := fs.Duration("timeout", 90*time.Second, "give up after")
+	not := fs.Bool("not", false, "wait until the field does not match")
 	ts.Check(fs.Parse(args))
 	if fs.NArg() != 3 {
-		ts.Fatalf("usage: waitjson [-timeout=D] PATH FIELD PATTERN")
+		ts.Fatalf("usage: waitjson [-timeout=D] [-not] PATH FIELD PATTERN")
 	}
 	re, err := regexp.Compile(fs.Arg(2))
 	ts.Check(err)
@@ -290,13 +293,13 @@ func cmdWaitJSON(ts *testscript.TestScript, neg bool, args []string) {
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			last, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if v, err := jsonField(last, fs.Arg(1)); err == nil && re.MatchString(v) {
+			if v, err := jsonField(last, fs.Arg(1)); err == nil && re.MatchString(v) != *not {
 				ts.Stdout().Write(last)
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("%s: %s did not match %q in %s; last answer:\n%s", fs.Arg(0), fs.Arg(1), fs.Arg(2), *timeout, last)
+			ts.Fatalf("%s: %s did not match %q (not: %v) in %s; last answer:\n%s", fs.Arg(0), fs.Arg(1), fs.Arg(2), *not, *timeout, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

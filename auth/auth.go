@@ -86,8 +86,9 @@ func NewToken() (string, error) {
 	return "art_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// Authenticate checks that r carries a known bearer token and returns its
-// name. It is auth.unauthorized otherwise.
+// Authenticate checks that r carries a known bearer token (in its
+// Authorization header, or on a WebSocket handshake in the token
+// subprotocol, WebSocketTokenPrefix) and returns its name. It is auth.unauthorized otherwise.
 func (t *Tokens) Authenticate(r *http.Request) (string, error) {
 	if t == nil {
 		return "", nil
@@ -117,7 +118,7 @@ func (t *Tokens) Authorize(r *http.Request, scope string) error {
 }
 
 func (t *Tokens) lookup(r *http.Request) (entry, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := bearer(r)
 	if !ok || token == "" {
 		return entry{}, job.Errorf(job.CodeUnauthorized, "a bearer token is required")
 	}

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -99,5 +100,51 @@ func TestNewTokenIsUniqueAndHashes(t *testing.T) {
 	}
 	if h := auth.Hash(a); !strings.HasPrefix(h, "sha256:") || len(h) != 7+64 {
 		t.Errorf("Hash(%q) = %q, want sha256:<64 hex>", a, h)
+	}
+}
+
+// TestWebSocketTokenSubprotocol: a WebSocket handshake may carry its
+// token as the subprotocol base64url.bearer.authorization.k8s.io.<token>
+// (a browser cannot set the header); any other request may not.
+func TestWebSocketTokenSubprotocol(t *testing.T) {
+	tokens, err := auth.Load(writeFile(t, auth.Hash("term")+" sessions\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := func(tok string) string {
+		return auth.WebSocketTokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(tok))
+	}
+	tests := []struct {
+		name              string
+		method, upgrade   string
+		protocols, header string
+		want              job.Code
+	}{
+		{"handshake with the token", "GET", "websocket", "v4.channel.k8s.io, " + enc("term"), "", ""},
+		{"handshake, token first", "GET", "websocket", enc("term") + ",v4.channel.k8s.io", "", ""},
+		{"handshake with an unknown token", "GET", "websocket", "v4.channel.k8s.io, " + enc("nope"), "", job.CodeUnauthorized},
+		{"handshake with a bad encoding", "GET", "websocket", auth.WebSocketTokenPrefix + "!!", "", job.CodeUnauthorized},
+		{"handshake without a token", "GET", "websocket", "v4.channel.k8s.io", "", job.CodeUnauthorized},
+		{"a plain GET may not use it", "GET", "", enc("term"), "", job.CodeUnauthorized},
+		{"a POST may not use it", "POST", "websocket", enc("term"), "", job.CodeUnauthorized},
+		{"the header wins over the subprotocol", "GET", "websocket", enc("term"), "Bearer nope", job.CodeUnauthorized},
+	}
+	for _, tt := range tests {
+		r, _ := http.NewRequest(tt.method, "http://x/v1/sandboxes/s/processes/1/ws", nil)
+		if tt.upgrade != "" {
+			r.Header.Set("Upgrade", tt.upgrade)
+			r.Header.Set("Connection", "Upgrade")
+		}
+		r.Header.Set("Sec-WebSocket-Protocol", tt.protocols)
+		if tt.header != "" {
+			r.Header.Set("Authorization", tt.header)
+		}
+		var got job.Code
+		if err := tokens.Authorize(r, auth.ScopeSessions); err != nil {
+			got = job.CodeOf(err)
+		}
+		if got != tt.want {
+			t.Errorf("%s: Authorize = %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -239,7 +239,7 @@ func (s *session) open(host string, port int, rec *record) (net.Conn, *refusal) 
 }
 
 func (s *session) match(host string, port int) (Rule, bool) {
-	for _, r := range s.run.Rules {
+	for _, r := range s.run.rules() {
 		if r.Match(host, port) {
 			return r, true
 		}

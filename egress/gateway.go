@@ -136,8 +136,10 @@ func orDefault[T int | time.Duration](v, d T) T {
 
 // Run is one run's egress policy.
 type Run struct {
-	ID       string
-	Rules    []Rule    // the allowlist, already narrowed to the operator's ceiling (Within)
+	ID string
+	// Rules is the allowlist, already narrowed to the operator's ceiling
+	// (Within). Once the run is served, change it with SetRules only.
+	Rules    []Rule
 	Bindings []Binding // secrets and the hosts they may be sent to
 	// Audit receives one Decision per allowed connection when it ends,
 	// the first refusals one by one, and summaries of the later ones
@@ -145,6 +147,26 @@ type Run struct {
 	// concurrently: it must be safe for concurrent use. nil drops the
 	// records.
 	Audit func(Decision)
+
+	// rulesMu guards Rules once the run is served (SetRules).
+	rulesMu sync.RWMutex
+}
+
+// SetRules replaces the run's allowlist while it is served: connections
+// decided from now on are held to rules (a warm pool's sandbox is
+// bridged before its user's allowlist is known, with none: every
+// connection refused until then).
+func (r *Run) SetRules(rules []Rule) {
+	r.rulesMu.Lock()
+	defer r.rulesMu.Unlock()
+	r.Rules = rules
+}
+
+// rules is the run's allowlist now.
+func (r *Run) rules() []Rule {
+	r.rulesMu.RLock()
+	defer r.rulesMu.RUnlock()
+	return r.Rules
 }
 
 // Serve serves the run's egress connections accepted on ln until ctx ends

@@ -195,7 +195,7 @@ func (e *execution) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	caps := b.Capabilities()
+	caps := e.capabilities(b)
 	if len(caps.NetworkModes) > 0 && !slices.Contains(caps.NetworkModes, e.req.Policy.Network) {
 		err := job.Errorf(job.CodeNetworkDenied, "network mode is not available on this backend").
 			With("network", e.req.Policy.Network).With("backend", b.Kind()).With("allowed", caps.NetworkModes)

@@ -51,11 +51,19 @@ type SandboxSpec struct {
 // it when its Step names it. It is safe for concurrent use; Close
 // deletes it.
 type Sandbox struct {
+	// mu guards spec's ID, which Rebind may change.
+	mu   sync.Mutex
 	spec SandboxSpec
 	b    backend.Backend
 	sb   backend.Sandbox
-	once sync.Once
-	err  error
+	// caps are b's capabilities, asked at the sandbox's first run and
+	// kept: they hold for its life (its cgroups, network and confinement
+	// were set up when it was opened), and linux_sandbox probes its
+	// cgroups each time it is asked (about 30 system calls).
+	capsOnce sync.Once
+	caps     backend.Capabilities
+	once     sync.Once
+	err      error
 }
 
 // OpenSandbox creates the sandbox spec describes on spec.Backend. Its
@@ -136,7 +144,11 @@ func (r *Runner) sandboxLimits(l job.Limits) job.Limits {
 }
 
 // ID is the sandbox's id (SandboxSpec.ID).
-func (s *Sandbox) ID() string { return s.spec.ID }
+func (s *Sandbox) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.spec.ID
+}
 
 // Backend is the backend the sandbox runs on.
 func (s *Sandbox) Backend() backend.Backend { return s.b }

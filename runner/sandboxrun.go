@@ -21,6 +21,16 @@ func (e *execution) sandbox() *Sandbox {
 	return nil
 }
 
+// capabilities are b's, the backend the execution runs on: for a step
+// in a sandbox, those kept by the sandbox (Sandbox.caps).
+func (e *execution) capabilities(b backend.Backend) backend.Capabilities {
+	if s := e.sandbox(); s != nil {
+		s.capsOnce.Do(func() { s.caps = b.Capabilities() })
+		return s.caps
+	}
+	return b.Capabilities()
+}
+
 // execIn runs the decided process in the step's sandbox: Start with the
 // request's cwd and timeout, the runner's kill grace and the step's
 // input and output, sampling the sandbox's usage for Step.Usage while

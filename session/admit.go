@@ -29,7 +29,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if !ok {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q is not enabled on this server", kind).With("field", "backend").With("enabled", s.cfg.Backends.Kinds())
 	}
-	if !b.Capabilities().Isolating && !s.cfg.UnsafeLocalProcess {
+	if !s.isolating[kind] && !s.cfg.UnsafeLocalProcess {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q does not isolate; the operator must pass --unsafe-local-process", kind).With("field", "backend")
 	}
 	limits, err := s.limits(req.Limits)
@@ -43,6 +43,12 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err := CheckPolicy(req.Policy); err != nil {
 		return Record{}, spec, nil, err
 	}
+	if err := s.checkEnv(req.Env, req.Secrets, req.Policy); err != nil {
+		return Record{}, spec, nil, err
+	}
+	if err := s.checkSecrets(req.Secrets, req.Env, network); err != nil {
+		return Record{}, spec, nil, err
+	}
 	timeout := req.TimeoutS
 	switch {
 	case timeout < 0:
@@ -52,7 +58,14 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	case timeout > int64(s.cfg.MaxTimeout/time.Second):
 		return Record{}, spec, nil, job.Errorf(job.CodeLimitExceeded, "timeout_s exceeds the server maximum").With("field", "timeout_s").With("max", int64(s.cfg.MaxTimeout/time.Second)).With("value", timeout)
 	}
-	var ws Workspace
+	idle, err := s.idleTimeout(req)
+	if err != nil {
+		return Record{}, spec, nil, err
+	}
+	ws, err := s.repository(req.Workspace)
+	if err != nil {
+		return Record{}, spec, nil, err
+	}
 	if req.Workspace != nil && req.Workspace.Path != "" {
 		if s.cfg.Roots == nil {
 			return Record{}, spec, nil, job.Errorf(job.CodePathEscape, "this server takes no workspace.path").With("field", "workspace.path")
@@ -68,7 +81,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ID: req.ID, State: StateStarting, Backend: kind, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
-		Policy: req.Policy, Metadata: req.Metadata,
+		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

@@ -8,7 +8,8 @@ import (
 )
 
 // Pause freezes running sandbox id's processes (the backend's freezer);
-// a paused one is answered as it is. Execs and file writes answer
+// a paused one is answered as it is (paused_by "caller" from then: one
+// the idle check paused now holds until Resume too). Execs and file writes answer
 // session.not_running until Resume; file reads still answer. A backend
 // that cannot freeze is backend.unavailable and the sandbox keeps
 // running.
@@ -18,12 +19,16 @@ func (s *Service) Pause(ctx context.Context, id string) (Record, error) {
 		return Record{}, err
 	}
 	defer h.mu.Unlock()
-	if h.rec.State == StatePaused {
+	if h.rec.State == StatePaused && h.rec.PausedBy == PausedByCaller {
 		return h.rec, nil
 	}
-	if err := h.sb.Pause(ctx); err != nil {
-		return Record{}, err
+	if h.rec.State == StateRunning {
+		if err := h.sb.Pause(ctx); err != nil {
+			return Record{}, err
+		}
 	}
+	// A caller's pause holds until resume, an idle one's too from now.
+	h.rec.PausedBy = PausedByCaller
 	return s.move(h, StatePaused)
 }
 
@@ -40,6 +45,7 @@ func (s *Service) Resume(ctx context.Context, id string) (Record, error) {
 	if err := h.sb.Resume(ctx); err != nil {
 		return Record{}, err
 	}
+	h.rec.PausedBy = ""
 	return s.move(h, StateRunning)
 }
 

@@ -22,7 +22,10 @@ type CreateRequest struct {
 	// ID names it; empty mints "sbx_<16 hex>". A repeated create of an
 	// id with the same request answers the sandbox it made; another
 	// request is job.conflict.
-	ID        string            `json:"id,omitempty"`
+	ID string `json:"id,omitempty"`
+	// Template names the operator's template whose defaults fill what
+	// the request leaves out, and whose warm pool it may claim from.
+	Template  string            `json:"template,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`
 	Limits    Limits            `json:"limits,omitempty"`
@@ -30,16 +33,29 @@ type CreateRequest struct {
 	Network   *Network          `json:"network,omitempty"`
 	TimeoutS  int64             `json:"timeout_s,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Env is every process's default environment (env.go); Secrets
+	// names secrets of the operator's secrets file its processes see
+	// as placeholders (secrets.go).
+	Env     map[string]string `json:"env,omitempty"`
+	Secrets []string          `json:"secrets,omitempty"`
+	// IdleTimeoutS and AutoPause: idle.go.
+	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
+	AutoPause    bool  `json:"auto_pause,omitempty"`
 }
 
 // Create creates a sandbox and returns its record (running) and whether
 // this call created it. A sandbox that cannot be built is recorded
 // failed, with the error returned.
 func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, error) {
-	rec, spec, rules, err := s.admit(req)
+	full, err := s.withTemplate(req)
 	if err != nil {
 		return Record{}, false, err
 	}
+	rec, spec, rules, err := s.admit(full)
+	if err != nil {
+		return Record{}, false, err
+	}
+	rec.Template = req.Template
 	digest, err := requestDigest(req)
 	if err != nil {
 		return Record{}, false, err
@@ -53,10 +69,21 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
-	if err := s.reserve(); err != nil {
+	c := claimOf(ctx, rec)
+	it, why, err := s.take(req.Template, full, spec, c)
+	if err != nil {
 		return Record{}, false, err
 	}
-	defer s.release()
+	if it == nil {
+		if err := s.reserve(c); err != nil {
+			return Record{}, false, err
+		}
+	}
+	defer s.release(c)
+	rec.Start, rec.StartReason = StartWarm, why
+	if it == nil {
+		rec.Start = StartCold
+	}
 	created, err := s.cfg.Records.Claim(rec.ID, digest, func(dir string) error {
 		b, err := json.MarshalIndent(rec, "", "  ")
 		if err != nil {
@@ -64,15 +91,18 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		}
 		return os.WriteFile(filepath.Join(dir, recordFile), append(b, '\n'), store.RecordFileMode)
 	})
-	if err != nil {
-		return Record{}, false, err
-	}
-	if !created {
+	if err != nil || !created {
+		if it != nil {
+			s.giveBack(req.Template, it)
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
 		got, err := s.Get(rec.ID)
 		return got, false, err
 	}
 	s.publish(rec)
-	h, err := s.start(ctx, rec, spec, rules)
+	h, err := s.build(ctx, &rec, it, spec, rules)
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {
@@ -82,7 +112,7 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
-	h.rec = rec
+	h.rec, h.claim = rec, c
 	s.mu.Lock()
 	s.live[rec.ID] = h
 	s.mu.Unlock()
@@ -99,50 +129,37 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 func (s *Service) start(ctx context.Context, rec Record, spec runner.SandboxSpec, rules []egress.Rule) (*handle, error) {
 	spec.Workspace = filepath.Join(s.cfg.Records.Path(rec.ID), workspaceDir)
 	stop := func() {}
+	var secretEnv map[string]string
 	if rules != nil {
-		bridge, closeBridge, err := s.openEgress(rec.ID, rules)
+		bridge, env, closeBridge, err := s.openEgress(rec, rules)
 		if err != nil {
 			return nil, err
 		}
-		spec.Egress, stop = bridge, closeBridge
+		spec.Egress, stop, secretEnv = bridge, closeBridge, env
 	}
 	sb, err := s.open(ctx, rec, spec)
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	return &handle{sb: sb, stop: stop}, nil
+	return &handle{sb: sb, stop: stop, secretEnv: secretEnv}, nil
 }
 
-// open fills the sandbox's workspace (a copy of workspace.path, else
-// empty) and opens the sandbox on the run service.
+// open fills the sandbox's workspace (a copy of workspace.path, a clone
+// of workspace.repository, else empty) and opens the sandbox on the run service.
 func (s *Service) open(ctx context.Context, rec Record, spec runner.SandboxSpec) (*runner.Sandbox, error) {
 	if src := rec.Workspace.Path; src != "" {
 		if _, err := snapshot.Copy(ctx, src, spec.Workspace, snapshot.Options{}); err != nil {
+			return nil, err
+		}
+	} else if rec.Workspace.Repository != "" {
+		if err := s.cloneWorkspace(ctx, rec.ID, rec.Workspace, spec.Workspace); err != nil {
 			return nil, err
 		}
 	} else if err := os.Mkdir(spec.Workspace, 0o755); err != nil {
 		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot create the sandbox's workspace")
 	}
 	return s.cfg.Runner.OpenSandbox(ctx, spec)
-}
-
-// reserve counts a create against MaxSandboxes: session.limit_reached
-// when live sandboxes and creates in progress fill it.
-func (s *Service) reserve() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.live)+s.starting >= s.cfg.MaxSandboxes {
-		return job.Errorf(job.CodeSessionLimit, "the server keeps at most %d sandboxes; delete one first", s.cfg.MaxSandboxes).With("max", s.cfg.MaxSandboxes)
-	}
-	s.starting++
-	return nil
-}
-
-func (s *Service) release() {
-	s.mu.Lock()
-	s.starting--
-	s.mu.Unlock()
 }
 
 // removeWorkspace removes an ended sandbox's workspace (its record

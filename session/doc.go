@@ -2,8 +2,9 @@
 // 23's sessions): created once, then any number of execs, file reads,
 // writes, listings, removals and moves (filetree.go, over the sandbox's
 // backend.SandboxFiles), connections to servers listening inside it
-// (DialPort, ports.go), pauses and resumes, until the caller deletes it
-// or its timeout ends it. A session is a record of the store's kind store.Sessions
+// (DialPort, ports.go), pauses and resumes, until the caller deletes it,
+// its timeout ends it or it idles (idle.go), within the operator's caps
+// (caps.go). A session is a record of the store's kind store.Sessions
 // (<store>/sessions/<id>/session.json, its workspace beside it) over a
 // live sandbox of the run service (runner.OpenSandbox); each exec is one
 // recorded run of the run service (runner.Step in the sandbox, decided by

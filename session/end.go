@@ -10,8 +10,10 @@ import (
 )
 
 // Close deletes every live sandbox of this process (serve is stopping):
-// each is recorded failed with run.interrupted, as after a crash.
+// each is recorded failed with run.interrupted, as after a crash. The
+// pooled sandboxes are deleted too.
 func (s *Service) Close() {
+	s.closePools()
 	for _, h := range s.handles() {
 		s.end(h, StateFailed, job.Errorf(job.CodeRunInterrupted, "the server stopped"))
 	}
@@ -20,11 +22,20 @@ func (s *Service) Close() {
 // end deletes h's sandbox and records it ended in st (unless it already
 // ended). It reports whether this call ended it.
 func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
+	return s.endIf(h, st, cause, "", nil)
+}
+
+// endIf is end with the record's end_reason, when due (nil: always)
+// still holds of h once it is locked.
+func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, due func(*handle) bool) (Record, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.rec.State.Live() {
+	if !h.rec.State.Live() || (due != nil && !due(h)) {
 		return h.rec, false
 	}
+	h.rec.EndReason, h.rec.PausedBy = reason, ""
+	// Its last usage stays in its record.
+	h.rec.Usage = s.usage(h)
 	if err := h.sb.Close(); err != nil {
 		s.cfg.Logger.Warn("cannot delete a sandbox", "id", h.rec.ID, "error", err)
 	}
@@ -38,7 +49,11 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	s.mu.Lock()
 	delete(s.live, h.rec.ID)
 	s.mu.Unlock()
-	s.removeWorkspace(h.rec.ID)
+	if h.dir != "" {
+		s.removeDir(h.dir)
+	} else {
+		s.removeWorkspace(h.rec.ID)
+	}
 	return h.rec, true
 }
 
@@ -58,14 +73,9 @@ func (s *Service) Delete(id string) (Record, error) {
 // and returns their ids.
 func (s *Service) Reap(now time.Time) []string {
 	var ids []string
+	due := func(h *handle) bool { return !h.rec.ExpiresAt.After(now) }
 	for _, h := range s.handles() {
-		h.mu.Lock()
-		due := !h.rec.ExpiresAt.After(now)
-		h.mu.Unlock()
-		if !due {
-			continue
-		}
-		if rec, ok := s.end(h, StateExpired, nil); ok {
+		if rec, ok := s.endIf(h, StateExpired, nil, EndTimeout, due); ok {
 			ids = append(ids, rec.ID)
 		}
 	}
@@ -73,7 +83,7 @@ func (s *Service) Reap(now time.Time) []string {
 	return ids
 }
 
-// ReapEvery calls Reap every interval until ctx ends.
+// ReapEvery calls Reap and Idle every interval until ctx ends.
 func (s *Service) ReapEvery(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -82,8 +92,13 @@ func (s *Service) ReapEvery(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if ids := s.Reap(s.now()); len(ids) > 0 {
+			now := s.now()
+			if ids := s.Reap(now); len(ids) > 0 {
 				s.cfg.Logger.Info("sandboxes expired", "ids", ids)
+			}
+			paused, expired := s.Idle(now)
+			if len(paused) > 0 || len(expired) > 0 {
+				s.cfg.Logger.Info("idle sandboxes", "paused", paused, "expired", expired)
 			}
 		}
 	}

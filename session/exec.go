@@ -70,7 +70,12 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	}
 	h.rec.Execs++
 	n, pol, sb := h.rec.Execs, h.rec.Policy, h.sb
+	req.Env = mergeEnv(h.defaultEnv(), req.Env)
+	// An exec in flight keeps the sandbox from being idle (counted
+	// before the lock goes, so no idle check falls between).
+	release := s.hold(h)
 	h.mu.Unlock()
+	defer release()
 	jr := job.Request{
 		JobID:   runner.StepID(id, "exec-"+strconv.FormatInt(n, 10)),
 		Command: job.Command{Argv: req.Argv, Cwd: req.Cwd, Env: req.Env},

@@ -46,6 +46,10 @@ func (s *Service) FollowProcess(ctx context.Context, id string, pid int, from in
 	if err != nil {
 		return err
 	}
+	// A follower is a client attached: the sandbox is not idle meanwhile.
+	if h := s.handle(id); h != nil {
+		defer s.hold(h)()
+	}
 	if size := pc.out.size(); from < 0 || from > size {
 		return job.Errorf(job.CodeInvalidRequest, "offset %d is not within the process's output (0 to %d)", from, size).With("field", "offset").With("size", size)
 	}

@@ -35,7 +35,7 @@ type fixture struct {
 func backends() []string { return []string{"local_process", "linux_sandbox"} }
 
 // newFixture builds the service on kind; edit changes its config.
-func newFixture(t *testing.T, kind string, edit func(*session.Config)) *fixture {
+func newFixture(t testing.TB, kind string, edit func(*session.Config)) *fixture {
 	t.Helper()
 	var b backend.Backend = localprocess.Backend{}
 	if kind == "linux_sandbox" {

@@ -50,20 +50,28 @@ func (s *Service) network(n *Network) (Network, []egress.Rule, error) {
 	return Network{}, nil, job.Errorf(job.CodeInvalidRequest, "network.mode %q is not disabled, allowlist or host", n.Mode).With("field", "network.mode")
 }
 
-// openEgress opens sandbox id's bridge to the operator's gateway with
-// rules, its decisions written to the record's EgressFile. The bridge
-// lives until the returned stop, which end calls once the sandbox is
-// deleted (not the create's ctx: the sandbox outlives its create).
-func (s *Service) openEgress(id string, rules []egress.Rule) (*backend.Egress, func(), error) {
+// openEgress opens sandbox rec's bridge to the operator's gateway with
+// rules and its secrets' bindings (secrets.go), its decisions written to
+// the record's EgressFile, and returns it with the secrets' placeholders
+// by name. The bridge lives until the returned stop, which end calls
+// once the sandbox is deleted (not the create's ctx: the sandbox
+// outlives its create).
+func (s *Service) openEgress(rec Record, rules []egress.Rule) (*backend.Egress, map[string]string, func(), error) {
+	id := rec.ID
+	bindings, secretEnv, err := s.bindSecrets(rec.Secrets)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	log := egress.NewAuditLogMax(filepath.Join(s.cfg.Records.Path(id), EgressFile), 0)
 	audit := func(d egress.Decision) {
 		if err := log.Write(d); err != nil {
 			s.cfg.Logger.Warn("cannot record an egress decision", "id", id, "error", err)
 		}
 	}
-	br, err := s.cfg.Egress.Gateway.Open(context.Background(), &egress.Run{ID: id, Rules: rules, Audit: audit})
+	br, err := s.cfg.Egress.Gateway.Open(context.Background(), &egress.Run{ID: id, Rules: rules, Bindings: bindings, Audit: audit})
 	if err != nil {
-		return nil, nil, err
+		log.Close()
+		return nil, nil, nil, err
 	}
 	stop := func() {
 		if err := br.Close(); err != nil {
@@ -73,5 +81,5 @@ func (s *Service) openEgress(id string, rules []egress.Rule) (*backend.Egress, f
 			s.cfg.Logger.Warn("cannot close a sandbox's egress log", "id", id, "error", err)
 		}
 	}
-	return &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, stop, nil
+	return &backend.Egress{Socket: br.Socket, CABundle: br.CABundle}, secretEnv, stop, nil
 }

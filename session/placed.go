@@ -157,7 +157,7 @@ func (s *Service) placedLive() []Record {
 func (s *Service) Load() (live, max int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.live) + s.starting, s.cfg.MaxSandboxes
+	return len(s.live) + len(s.pending), s.cfg.MaxSandboxes
 }
 
 // recorded tells Config.Recorded that run runID's record is complete.

@@ -14,7 +14,9 @@ import (
 // closes; it ends when the sandbox does. A port outside 1-65535 is
 // validation.invalid_request, nothing listening
 // session.port_unreachable, a paused or ended sandbox
-// session.not_running, an unknown one job.not_found.
+// session.not_running, an unknown one job.not_found. A sandbox its
+// idle timeout paused is resumed, and the connection counts as an
+// attached client until it is closed (docs/sessions.md "Idle").
 func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	if err := backend.CheckPort(port); err != nil {
 		return nil, err
@@ -32,5 +34,21 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 			return nil, notRunning(rec)
 		}
 	}
-	return c, err
+	if err != nil {
+		return nil, err
+	}
+	return &heldConn{Conn: c, release: s.hold(h)}, nil
+}
+
+// heldConn is a connection into a sandbox that holds it from idling
+// until it is closed.
+type heldConn struct {
+	net.Conn
+	release func()
+}
+
+// Close closes the connection and lets the sandbox idle again.
+func (c *heldConn) Close() error {
+	c.release()
+	return c.Conn.Close()
 }

@@ -58,6 +58,7 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 	}
 	h.rec.Processes++
 	n, pol, sb := h.rec.Processes, h.rec.Policy, h.sb
+	req.Env = mergeEnv(h.defaultEnv(), req.Env)
 	h.mu.Unlock()
 	jr := job.Request{
 		JobID:       runner.StepID(id, "proc-"+strconv.FormatInt(n, 10)),
@@ -134,6 +135,8 @@ func (s *Service) finish(h *handle, pc *proc, res job.Result, err error) {
 	}
 	began := pc.p != nil
 	pc.mu.Unlock()
+	// Its sandbox's idle time starts once its last process ended.
+	h.act.touch(now)
 	pc.out.close()
 	close(pc.done)
 	if began {

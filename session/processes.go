@@ -103,6 +103,13 @@ func (t *processes) begin() error {
 	return nil
 }
 
+// running counts the processes started and not yet ended.
+func (t *processes) running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live
+}
+
 // release frees the slot of a process that ended (begin's count); its
 // goroutine's t.all.Done follows once everything of it is done.
 func (t *processes) release() {

@@ -51,6 +51,11 @@ type Network struct {
 // host directory under serve's --workspace-root), else empty.
 type Workspace struct {
 	Path string `json:"path,omitempty"`
+	// Repository, Branch and Commit: a local git repository cloned as
+	// the workspace instead (workspace.go).
+	Repository string `json:"repository,omitempty"`
+	Branch     string `json:"branch,omitempty"`
+	Commit     string `json:"commit,omitempty"`
 }
 
 // Record is a sandbox as the store keeps it and the API answers it.
@@ -68,6 +73,13 @@ type Record struct {
 	Network   Network           `json:"network"`
 	Policy    *job.Policy       `json:"policy,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// Template is the template it was created from; Start says how it
+	// was built (StartWarm: claimed from the template's pool, StartCold:
+	// created for this request) and StartReason why a create was cold
+	// (the Cold* reasons).
+	Template    string `json:"template,omitempty"`
+	Start       string `json:"start,omitempty"`
+	StartReason string `json:"start_reason,omitempty"`
 	// Execs counts the execs run in it; LastRun is the newest one's run
 	// id (runs/<id>/).
 	Execs   int64  `json:"execs"`
@@ -77,6 +89,18 @@ type Record struct {
 	Processes int64 `json:"processes,omitempty"`
 	// Error says why a failed sandbox failed.
 	Error *job.Error `json:"error,omitempty"`
+	// IdleTimeoutS, AutoPause, PausedBy and EndReason: see idle.go.
+	IdleTimeoutS int64  `json:"idle_timeout_s,omitempty"`
+	AutoPause    bool   `json:"auto_pause,omitempty"`
+	PausedBy     string `json:"paused_by,omitempty"`
+	EndReason    string `json:"end_reason,omitempty"`
+	// Env is every process's default environment (env.go); Secrets
+	// names its secrets, never their values (secrets.go).
+	Env     map[string]string `json:"env,omitempty"`
+	Secrets []string          `json:"secrets,omitempty"`
+	// Usage is what its processes use together, read when it is answered
+	// (usage.go); absent where the backend cannot read it.
+	Usage *Usage `json:"usage,omitempty"`
 	// Worker names the worker that holds the sandbox when it lives in
 	// another process (its queue.WorkerID and instance: placed.go); empty
 	// for a sandbox of this process.

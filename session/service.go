@@ -11,6 +11,7 @@ import (
 	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/workspaceroot"
 )
@@ -51,14 +52,42 @@ type Config struct {
 	// DefaultTimeout is a sandbox's timeout_s when it sets none (default
 	// 10 minutes), MaxTimeout the most it may set (default 24 hours).
 	DefaultTimeout, MaxTimeout time.Duration
-	// MaxSandboxes caps the live sandboxes (default 16).
-	MaxSandboxes int
+	// DefaultIdleTimeout is a sandbox's idle_timeout_s when it sets none
+	// (0: never idle); MaxIdleTimeout the most it may set (default
+	// MaxTimeout). See idle.go.
+	DefaultIdleTimeout, MaxIdleTimeout time.Duration
+	// MaxSandboxes caps the live sandboxes (default 16); MaxPerOwner
+	// those of one owner (WithOwner: the token that created them; 0: no
+	// cap of its own). See caps.go.
+	MaxSandboxes, MaxPerOwner int
+	// MemoryOvercommit and CPUOvercommit, when positive, cap the live
+	// sandboxes' memory_mb at HostMemoryMB times it and their cpu_count
+	// at HostCPUs times it (zero host fields: read from this host).
+	MemoryOvercommit, CPUOvercommit float64
+	HostMemoryMB                    int64
+	HostCPUs                        int
 	// MaxFileBytes caps one file read or write (default 16 MiB).
 	MaxFileBytes int64
+	// Secrets is the operator's secrets file (serve's --secrets-file), the
+	// only secrets a create may name (secrets.go); nil refuses any.
+	// Getenv reads its env entries (nil: os.Getenv).
+	Secrets *secretfile.File
+	Getenv  func(string) string
 	// Policy is the operator's session policy: what an exec in a
 	// sandbox without a policy of its own runs under. Nil: any program
 	// inside the sandbox's view, with the shell and the exec's env.
 	Policy *job.Policy
+	// Templates are the operator's named sandbox templates (serve's
+	// --sandbox-templates); a template with a pool keeps that many
+	// sandboxes created and frozen in PoolDir (default: session-pool
+	// beside the records' directory; a claimed sandbox's workspace stays
+	// there until it ends).
+	Templates map[string]Template
+	PoolDir   string
+	// PoolRefillDelay is how long the pools wait after a claim before
+	// they refill (0: at once): a burst of creates is not slowed by the
+	// creation of their replacements.
+	PoolRefillDelay time.Duration
 	// Events, when set, gets every state change (EventKind).
 	Events Publisher
 	// Saved, when set, gets every record once it is written (a
@@ -86,10 +115,15 @@ const (
 type Service struct {
 	cfg Config
 	mu  sync.Mutex
-	// live are the sandboxes of this process, by id; starting counts
-	// the creates in progress (held to MaxSandboxes with them).
-	live     map[string]*handle
-	starting int
+	// live are the sandboxes of this process, by id; pending are the
+	// claims of the creates in progress (held to the caps with them).
+	live    map[string]*handle
+	pending map[*claim]bool
+	// pools are the templates' warm pools (their counts guarded by mu).
+	pools *pools
+	// isolating says which backends isolate (their capabilities, asked
+	// once: linux_sandbox probes its cgroups each time it is asked).
+	isolating map[string]bool
 	// placing orders the changes of records placed on workers
 	// (placed.go).
 	placing sync.Mutex
@@ -105,6 +139,18 @@ type handle struct {
 	stop func()
 	// procs are its background processes (their own lock).
 	procs processes
+	// claim is what it holds of the operator's caps (caps.go; set
+	// before it is live, never changed).
+	claim *claim
+	// secretEnv are its secrets' placeholders, by name (secrets.go).
+	secretEnv map[string]string
+	// act is when it was last used and what is attached (idle.go; its
+	// own lock).
+	act activity
+	// dir, when set, is what to remove when it ends (a pooled sandbox's
+	// directory, its workspace inside) instead of the record's
+	// workspace.
+	dir string
 }
 
 // New builds the service over cfg.Records and ends the records of
@@ -123,8 +169,18 @@ func New(cfg Config) (*Service, error) {
 	if cfg.DefaultTimeout > cfg.MaxTimeout {
 		cfg.DefaultTimeout = cfg.MaxTimeout
 	}
+	if cfg.MaxIdleTimeout <= 0 {
+		cfg.MaxIdleTimeout = cfg.MaxTimeout
+	}
+	cfg.DefaultIdleTimeout = min(max(cfg.DefaultIdleTimeout, 0), cfg.MaxIdleTimeout)
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = DefaultMaxSandboxes
+	}
+	if cfg.HostMemoryMB <= 0 {
+		cfg.HostMemoryMB = hostMemoryMB()
+	}
+	if cfg.HostCPUs <= 0 {
+		cfg.HostCPUs = hostCPUs()
 	}
 	if cfg.MaxFileBytes <= 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
@@ -138,7 +194,13 @@ func New(cfg Config) (*Service, error) {
 	if err := CheckPolicy(cfg.Policy); err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, live: map[string]*handle{}}
+	s := &Service{cfg: cfg, live: map[string]*handle{}, pending: map[*claim]bool{}, isolating: map[string]bool{}}
+	for kind, b := range cfg.Backends {
+		s.isolating[kind] = b.Capabilities().Isolating
+	}
+	if err := s.checkTemplates(); err != nil {
+		return nil, err
+	}
 	ids, err := cfg.Records.List()
 	if err != nil {
 		return nil, err
@@ -155,6 +217,9 @@ func New(cfg Config) (*Service, error) {
 			return nil, err
 		}
 		s.removeWorkspace(id)
+	}
+	if err := s.startPools(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -173,12 +238,17 @@ func (s *Service) save(rec Record) error {
 	return nil
 }
 
-// Get returns sandbox id's record: job.not_found when there is none.
+// Get returns sandbox id's record, a live one with its usage now:
+// job.not_found when there is none.
 func (s *Service) Get(id string) (Record, error) {
 	if h := s.handle(id); h != nil {
 		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.rec, nil
+		rec := h.rec
+		h.mu.Unlock()
+		if rec.State.Live() {
+			rec.Usage = s.usage(h)
+		}
+		return rec, nil
 	}
 	return read(s.cfg.Records, id)
 }
@@ -241,7 +311,8 @@ func (s *Service) handles() []*handle {
 
 // running returns sandbox id's handle, locked, when its state is one of
 // ok: job.not_found for an unknown id, session.not_running for one in
-// another state (details.state).
+// another state (details.state). A call that needs it running wakes a
+// sandbox paused for being idle (wake); every call marks it used.
 func (s *Service) running(id string, ok ...State) (*handle, error) {
 	h := s.handle(id)
 	if h == nil {
@@ -252,8 +323,10 @@ func (s *Service) running(id string, ok ...State) (*handle, error) {
 		return nil, notRunning(rec)
 	}
 	h.mu.Lock()
+	s.wake(h, ok)
 	for _, st := range ok {
 		if h.rec.State == st {
+			h.act.touch(s.now())
 			return h, nil
 		}
 	}

@@ -49,6 +49,9 @@ type serveDeps struct {
 	// AcceptAnyBody lets a door's route take a body of any type past
 	// the guard (httpapi.Server.AcceptAnyBody: the sandbox ports proxy).
 	AcceptAnyBody func(pattern string)
+	// AuthenticatesItself hands a door its prefix's token and body checks
+	// (httpapi.Server.AuthenticatesItself).
+	AuthenticatesItself func(prefix string)
 	// Metrics is the registry served at /metrics.
 	Metrics prometheus.Registerer
 	// Jobs is the jobs service every door submits, reads, follows and
@@ -190,7 +193,7 @@ func serve(o serveOptions) error {
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
 		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody, AcceptAnyBody: api.AcceptAnyBody,
-		Metrics: reg, Jobs: api.Jobs(), Roots: roots,
+		Metrics: reg, Jobs: api.Jobs(), Roots: roots, AuthenticatesItself: api.AuthenticatesItself,
 		Backend: defaultKind, Backends: backends, UnsafeLocalProcess: o.unsafeLocal,
 	}
 	agentRuns, err := mountAgents(ctx, d)
@@ -201,11 +204,12 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := mountSessions(ctx, d, o.sessions, o.natsURL != "" || o.natsListen != "")
+	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile, o.natsURL != "" || o.natsListen != "")
 	if err != nil {
 		return err
 	}
 	mountMCP(d, o.mcpAllowShell, tokens, sessions)
+	mountE2B(d, o.e2bPrefix, tokens, sessions)
 	mountUI(d)
 	if o.pprofAddr != "" {
 		if !loopback(o.pprofAddr) {

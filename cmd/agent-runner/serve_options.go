@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/agent-runner/agent-runner/door/e2bapi"
 	"github.com/agent-runner/agent-runner/door/httpapi"
 	"github.com/agent-runner/agent-runner/remote"
 )
@@ -29,6 +30,8 @@ type serveOptions struct {
 
 	// mcpAllowShell is --mcp-allow-shell (mountMCP).
 	mcpAllowShell bool
+	// e2bPrefix is --e2b-prefix (mountE2B).
+	e2bPrefix string
 	// sessions are the --sandbox-* flags and --max-sandboxes
 	// (mountSessions).
 	sessions sessionFlags
@@ -72,6 +75,7 @@ func (o *serveOptions) register(f *pflag.FlagSet) {
 	f.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", httpapi.DefaultMaxConnsPerIP, "most open connections from one client IP; further ones are closed on accept (0: no limit)")
 
 	f.BoolVar(&o.mcpAllowShell, "mcp-allow-shell", false, "let MCP sandbox.run name a shell")
+	f.StringVar(&o.e2bPrefix, "e2b-prefix", e2bapi.DefaultPrefix, "path of the E2B-compatible API (docs/e2b.md): E2B_API_URL and E2B_SANDBOX_URL are serve's URL with it; empty: not served")
 	o.tasks.register(f, "serve")
 	o.sessions.register(f)
 	o.sessions.registerServe(f)

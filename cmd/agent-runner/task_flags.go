@@ -36,7 +36,7 @@ func (f *taskFlags) register(fs *pflag.FlagSet, door string) {
 	fs.DurationVar(&f.hang, "task-hang-timeout", 30*time.Minute, "end a task whose agent printed nothing for this long")
 	fs.DurationVar(&f.beat, "task-heartbeat", 30*time.Second, "how often a running task's progress, CPU and memory are recorded (outbox/progress/metrics.jsonl)")
 	fs.StringVar(&f.policyFile, "task-policy", "", "the policy every agent task's command must pass (a job policy in JSON or YAML: allowed_commands, allow_shell, allowed_env, exec_scope; see docs/tasks.md); default: each task's own command is allowed")
-	fs.StringVar(&f.secretsFile, "secrets-file", "", "the only secrets agent tasks may name (YAML: secrets: {NAME: {env: VAR} | {file: PATH}}); without it a task asking for a secret is refused")
+	fs.StringVar(&f.secretsFile, "secrets-file", "", "the only secrets agent tasks and kept sandboxes may name (YAML: secrets: {NAME: {env: VAR} | {file: PATH}}); without it a task asking for a secret is refused")
 }
 
 // taskDeps is what a task store needs from its door.

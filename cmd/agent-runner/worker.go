@@ -124,7 +124,7 @@ func newWorkerCmd() *cobra.Command {
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
 			if !noSandboxes {
 				svc, err := hostSandboxes(ctx, q, sessionDeps{Runner: r, StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind,
-					UnsafeLocalProcess: unsafeLocal, Roots: roots, Logger: log, Recorded: publishRun(ctx, remote.PublishJob(pub, r.Store()), log)}, sessions)
+					UnsafeLocalProcess: unsafeLocal, Roots: roots, SecretsFile: tasks.secretsFile, Logger: log, Recorded: publishRun(ctx, remote.PublishJob(pub, r.Store()), log)}, sessions)
 				if err != nil {
 					return err
 				}

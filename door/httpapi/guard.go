@@ -22,7 +22,8 @@ import (
 //     application/octet-stream, one declared with AcceptAnyBody any
 //     type): 415 validation.unsupported_media_type.
 //
-// Refusals of 1 to 3 close the connection.
+// Refusals of 1 to 3 close the connection. Under a prefix a door declared
+// with AuthenticatesItself, 3 and 4 are the door's.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.servesHost(r.Host) {
@@ -36,6 +37,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			w.Header().Set("Connection", "close")
 			writeError(w, job.Errorf(job.CodeForbidden, "cross-origin request from %q refused", origin).
 				With("reason", "origin").With("origin", origin))
+			return
+		}
+		if s.selfAuthenticated(r.URL.Path) {
+			next.ServeHTTP(w, r)
 			return
 		}
 		if s.cfg.Tokens != nil && !publicPaths[r.URL.Path] {
@@ -116,4 +121,25 @@ func (s *Server) anyBody(r *http.Request) bool {
 	h, pattern := s.rawRoutes.Handler(r)
 	_, ok := h.(anyBodyRoute)
 	return pattern != "" && ok
+}
+
+// AuthenticatesItself hands the token and body checks of every path
+// under prefix ("/e2b") to the door mounted there: one whose clients
+// send no bearer token (the E2B-compatible API's X-API-Key and sandbox
+// access tokens) and bodies of their own types (Connect-RPC, multipart
+// uploads). The door must authenticate every request and refuse what a
+// browser could send cross-origin unauthenticated.
+func (s *Server) AuthenticatesItself(prefix string) {
+	s.selfAuth = append(s.selfAuth, strings.TrimSuffix(prefix, "/"))
+}
+
+// selfAuthenticated reports whether path is under a prefix declared
+// with AuthenticatesItself.
+func (s *Server) selfAuthenticated(path string) bool {
+	for _, p := range s.selfAuth {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -79,6 +79,8 @@ type Server struct {
 	// rawRoutes matches the routes declared with AcceptRawBody and
 	// AcceptAnyBody.
 	rawRoutes *http.ServeMux
+	// selfAuth are the path prefixes declared with AuthenticatesItself.
+	selfAuth []string
 }
 
 // New builds a Server and registers its routes.
@@ -137,7 +139,10 @@ func (s *Server) Handler() http.Handler {
 var publicPaths = map[string]bool{"/health": true, "/openapi.json": true,
 	"/": true, "/ui/": true, "/ui/app.js": true, "/ui/api.js": true, "/ui/dom.js": true, "/ui/jobs.js": true,
 	"/ui/tasks.js": true, "/ui/overview.js": true, "/ui/term.js": true, "/ui/diff.js": true, "/ui/style.css": true,
-	"/ui/agentruns.js": true}
+	"/ui/agentruns.js": true, "/ui/sessions.js": true, "/ui/session.js": true, "/ui/sessionfiles.js": true,
+	"/ui/sessionterm.js": true, "/ui/cspstyles.js": true,
+	"/ui/vendor/xterm/xterm.mjs": true, "/ui/vendor/xterm/xterm.css": true, "/ui/vendor/xterm/LICENSE": true,
+	"/ui/vendor/addon-fit/addon-fit.mjs": true, "/ui/vendor/addon-fit/LICENSE": true}
 
 // Mux is the router other doors (task API, MCP) register on; wrap their
 // handlers with Auth.

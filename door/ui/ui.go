@@ -40,7 +40,8 @@ func Assets() []string {
 }
 
 // files serves the embedded assets: index.html at /ui/, every other file
-// at /ui/<name>, anything else 404. Nothing is cached by the browser
+// at /ui/<name> (the vendored terminal emulator at /ui/vendor/...),
+// anything else 404. Nothing is cached by the browser
 // across binaries (no-cache: it revalidates, and there is no ETag, so it
 // refetches; the files are small).
 func files() http.Handler {
@@ -49,13 +50,20 @@ func files() http.Handler {
 		if name == "" {
 			name = "index.html"
 		}
+		if !fs.ValidPath(name) {
+			http.NotFound(w, r)
+			return
+		}
 		b, err := static.ReadFile("static/" + name)
-		if err != nil || strings.Contains(name, "/") {
+		if err != nil {
 			http.NotFound(w, r)
 			return
 		}
 		ctype := mime.TypeByExtension(path.Ext(name))
-		if ctype == "" {
+		switch {
+		case path.Base(name) == "LICENSE":
+			ctype = "text/plain; charset=utf-8"
+		case ctype == "":
 			ctype = "application/octet-stream"
 		}
 		h := w.Header()

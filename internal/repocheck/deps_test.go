@@ -34,7 +34,7 @@ var domains = []string{
 var services = []string{"jobs", "task/taskstore", "agent/runs", "session"}
 
 // doors are the HTTP doors: each turns requests into calls of a domain.
-var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/sessionapi", "door/mcpserver", "door/ui"}
+var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/sessionapi", "door/e2bapi", "door/mcpserver", "door/ui"}
 
 // knownIssue is the issue whose work removes every known exception below.
 const knownIssue = `"One sandbox primitive under every door"`

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"path/filepath"
-	"strings"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/egress"
@@ -42,35 +40,11 @@ func admitNetwork(cfg Config, t *manifest.Task) error {
 			return err
 		}
 	}
-	rule, remote, err := cloneRule(t.Repository)
+	rule, remote, err := t.Repository.CloneRule()
 	if err != nil || !remote {
 		return err
 	}
 	return cfg.Egress.Narrow([]egress.Rule{rule}, "repository.url")
-}
-
-// cloneRule is the one host a remote repository's clone may reach.
-func cloneRule(r manifest.Repository) (egress.Rule, bool, error) {
-	if _, local, err := r.LocalPath(); err != nil || local {
-		return egress.Rule{}, false, err
-	}
-	refuse := func(why string) error {
-		return job.Errorf(job.CodeNetworkDenied, "repository.url %q: %s", r.URL, why).With("field", "repository.url")
-	}
-	u, err := url.Parse(r.URL)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
-		return egress.Rule{}, true, refuse("a remote repository is cloned through the egress gateway, which speaks HTTP and HTTPS only")
-	}
-	host := strings.ToLower(u.Hostname())
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
-	}
-	rule, err := egress.ParseRule(host + ":" + port)
-	if err != nil {
-		return egress.Rule{}, true, refuse(err.Error())
-	}
-	return rule, true, nil
 }
 
 // egressRun is a task's use of the gateway: the audit file and events
@@ -110,7 +84,7 @@ func (e *egressRun) close() {
 // repository's host, for as long as staging runs. It returns the proxy
 // URL and a stop function; remote is false for a local repository.
 func cloneProxy(ctx context.Context, cfg Config, t *manifest.Task, e *egressRun) (string, func(), error) {
-	rule, remote, err := cloneRule(t.Repository)
+	rule, remote, err := t.Repository.CloneRule()
 	if err != nil || !remote {
 		return "", func() {}, err
 	}

@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"net/url"
 	"strings"
 
+	"github.com/agent-runner/agent-runner/egress"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -52,4 +54,31 @@ func (r Repository) LocalPath() (path string, local bool, err error) {
 		return "", false, nil // scp-like [user@]host:path
 	}
 	return u, true, nil
+}
+
+// CloneRule is the one host the clone of r, when remote, may reach
+// through the egress gateway (an http or https URL's host and port), and
+// whether r is remote. A local r has none; a remote one that is not
+// http or https is policy.network_denied (the gateway speaks HTTP only).
+func (r Repository) CloneRule() (egress.Rule, bool, error) {
+	if _, local, err := r.LocalPath(); err != nil || local {
+		return egress.Rule{}, false, err
+	}
+	refuse := func(why string) error {
+		return job.Errorf(job.CodeNetworkDenied, "repository.url %q: %s", r.URL, why).With("field", "repository.url")
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
+		return egress.Rule{}, true, refuse("a remote repository is cloned through the egress gateway, which speaks HTTP and HTTPS only")
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	rule, err := egress.ParseRule(host + ":" + port)
+	if err != nil {
+		return egress.Rule{}, true, refuse(err.Error())
+	}
+	return rule, true, nil
 }

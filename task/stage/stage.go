@@ -122,7 +122,11 @@ func clone(ctx context.Context, r manifest.Repository, dir, proxy string) error 
 	// the sandbox's chown and the agent's writes then reach (the host
 	// repository corrupted from inside a task). It also makes --depth
 	// apply to local paths.
-	args := []string{"clone", "--quiet", "--no-local", "--branch", r.Branch}
+	args := []string{"clone", "--quiet", "--no-local"}
+	if r.Branch != "" {
+		// A task's manifest always names one (Clone's callers may not).
+		args = append(args, "--branch", r.Branch)
+	}
 	var env []string
 	if proxy != "" {
 		// git's http.proxy beats the proxy variables; NO_PROXY would

@@ -9,7 +9,7 @@ const listeners = new Set();
 // scopes records what the token may do, learnt by side-effect-free probes
 // after sign-in (a route answers 403 before its handler runs when the
 // token lacks the route's scope). Without a token file everything is allowed.
-export const scopes = { read: true, cancel: true };
+export const scopes = { read: true, cancel: true, sessions: true };
 
 export function onAuthChange(f) { listeners.add(f); }
 export function signedIn() { return token !== ''; }
@@ -105,6 +105,19 @@ async function probeScopes() {
   // "_probe" is not a valid job id, so no job can ever be canceled by this.
   const cancel = await fetch('/v1/jobs/_probe', { method: 'DELETE', headers: h, cache: 'no-store' });
   scopes.cancel = cancel.status !== 403;
+  const sessions = await fetch('/v1/sandboxes?state=running', { headers: h, cache: 'no-store' });
+  scopes.sessions = sessions.status !== 403;
+}
+
+// socketProtocols is what a WebSocket to this server offers: protocol,
+// and with a token the subprotocol that carries it
+// (base64url.bearer.authorization.k8s.io.<token>, Kubernetes' form), as
+// a browser's WebSocket cannot send an Authorization header. The server
+// selects protocol and never echoes the token; it is in no URL.
+export function socketProtocols(protocol) {
+  if (!token) return [protocol];
+  const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(token)));
+  return [protocol, 'base64url.bearer.authorization.k8s.io.' + b64.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')];
 }
 
 async function* lines(res, sep) {

@@ -1,6 +1,6 @@
 // app.js: the dashboard's router. Pages live in the URL fragment
 // (#/jobs, #/jobs/<id>, #/tasks, #/tasks/<id>, #/agent-runs,
-// #/agent-runs/<id>, #/), so /ui/ is the only
+// #/agent-runs/<id>, #/sessions, #/sessions/<id>, #/), so /ui/ is the only
 // page the server serves; each page gets an AbortSignal that ends its
 // streams and refreshes when the reader navigates away.
 import { onAuthChange, signedIn, logout } from './api.js';
@@ -9,6 +9,8 @@ import { overview } from './overview.js';
 import { jobsList, jobPage } from './jobs.js';
 import { tasksList, taskPage } from './tasks.js';
 import { agentRunsList, agentRunPage } from './agentruns.js';
+import { sessionsList } from './sessions.js';
+import { sessionPage } from './session.js';
 
 const routes = [
   [/^\/?$/, 'overview', (main, m, q, s) => overview(main, q, s)],
@@ -18,6 +20,8 @@ const routes = [
   [/^\/tasks\/(.+)$/, 'tasks', (main, m, q, s) => taskPage(main, decodeURIComponent(m[1]), s)],
   [/^\/agent-runs$/, 'agent-runs', (main, m, q, s) => agentRunsList(main, q, s)],
   [/^\/agent-runs\/(.+)$/, 'agent-runs', (main, m, q, s) => agentRunPage(main, decodeURIComponent(m[1]), s)],
+  [/^\/sessions$/, 'sessions', (main, m, q, s) => sessionsList(main, q, s)],
+  [/^\/sessions\/(.+)$/, 'sessions', (main, m, q, s) => sessionPage(main, decodeURIComponent(m[1]), s)],
 ];
 
 let current = null;

@@ -46,6 +46,35 @@ func TestDocsScreenshots(t *testing.T) {
 	save(t, ctx, filepath.Join(dir, "ui-jobs.png"))
 }
 
+// TestDocsSessionScreenshot saves a session's page with a terminal and
+// a file (ui-session.png) into $UI_SCREENSHOTS (skipped when unset), as
+// TestDocsScreenshots does.
+func TestDocsSessionScreenshot(t *testing.T) {
+	dir := os.Getenv("UI_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("UI_SCREENSHOTS is not set (a directory to save the docs' screenshots in)")
+	}
+	ctx := newBrowser(t)
+	s := startServe(t, "")
+	if code := s.call(t, "POST", "/v1/sandboxes", "application/json", []byte(`{"id": "demo", "metadata": {"owner": "me"}}`), nil); code != 201 {
+		t.Fatalf("create sandbox = %d", code)
+	}
+	defer s.call(t, "DELETE", "/v1/sandboxes/demo", "", nil, nil)
+	run(t, ctx, "the session page with a terminal", 60*time.Second,
+		chromedp.Navigate(s.url+"/ui/#/sessions/demo"),
+		waitJS(`!document.querySelector("#session-new-terminal").disabled`),
+		chromedp.Click("#session-new-terminal", chromedp.ByQuery),
+		waitJS(`document.querySelector("#session-terminal-state").textContent.startsWith("running, pid ")`),
+		typeLine("printf 'print(6 * 7)\\n' > main.py; python3 main.py"),
+		waitJS(rowIs("42")),
+		typeLine("ls -l; stty size"),
+		waitJS(rowIs("total 4")),
+		chromedp.SetValue("#files-path", "main.py", chromedp.ByQuery),
+		chromedp.Click("#files-open", chromedp.ByQuery),
+		waitJS(`document.querySelector("#files-text").textContent === "print(6 * 7)\n"`))
+	save(t, ctx, filepath.Join(dir, "ui-session.png"))
+}
+
 // save writes a full-page PNG to path.
 func save(t *testing.T, ctx context.Context, path string) {
 	t.Helper()

@@ -1,0 +1,34 @@
+package session
+
+import (
+	"context"
+
+	"github.com/agent-runner/agent-runner/job"
+)
+
+// MakeDir creates directory rel of running sandbox id's workspace and
+// its missing parents (owned as the workspace is, no symlink followed
+// on the way), for the E2B-compatible door's files.makeDir: created is
+// false when rel already is a directory; another entry there is
+// job.conflict. Paused or ended: session.not_running.
+func (s *Service) MakeDir(ctx context.Context, id, rel string) (created bool, err error) {
+	clean, err := workspacePath(rel)
+	if err != nil {
+		return false, err
+	}
+	if e, err := s.StatFile(ctx, id, clean); err == nil {
+		if e.Type != "dir" {
+			return false, job.Errorf(job.CodeJobConflict, "%s exists and is not a directory", rel).With("path", rel)
+		}
+		return false, nil
+	}
+	h, err := s.running(id, StateRunning)
+	if err != nil {
+		return false, err
+	}
+	defer h.mu.Unlock()
+	if err := mkdirBeneath(h.sb.Workspace(), clean); err != nil {
+		return false, fileError(err, rel, s.cfg.MaxFileBytes)
+	}
+	return true, nil
+}
