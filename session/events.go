@@ -8,11 +8,15 @@ import (
 
 // A sandbox's state changes go on the bus as kind EventKind, type
 // EventState (ar.events.session.<id>), with an Event payload; GET
-// /v1/events carries them. They only feed live viewers: the record is
-// the truth, and a publish that fails is logged.
+// /v1/events carries them. The status changes of its runs (its execs and
+// background processes) go on the same subject as type EventRun, with a
+// RunEvent payload: the sandbox's own stream (FollowEvents) carries both.
+// They only feed live viewers: the record is the truth, and a publish
+// that fails is logged.
 const (
 	EventKind  = "session"
 	EventState = "session_state"
+	EventRun   = "session_run"
 )
 
 // Event is the payload of a sandbox's state event: its id, state and
@@ -21,6 +25,27 @@ type Event struct {
 	SandboxID string     `json:"sandbox_id"`
 	State     State      `json:"state"`
 	ExpiresAt time.Time  `json:"expires_at"`
+	Error     *job.Error `json:"error,omitempty"`
+}
+
+// Run kinds of a RunEvent.
+const (
+	RunExec    = "exec"
+	RunProcess = "process"
+)
+
+// RunEvent is the payload of a run's status event: which run of which
+// sandbox (Run: RunExec or RunProcess, with the process's PID), its
+// status (running once it started, then its terminal status) and, once
+// ended, its exit code and error. A run that never started (a policy
+// denial) has only its terminal event.
+type RunEvent struct {
+	SandboxID string     `json:"sandbox_id"`
+	RunID     string     `json:"run_id"`
+	Run       string     `json:"run"`
+	PID       int        `json:"pid,omitempty"`
+	Status    job.Status `json:"status"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
 	Error     *job.Error `json:"error,omitempty"`
 }
 
@@ -33,4 +58,19 @@ func (s *Service) publish(rec Record) {
 	if err := s.cfg.Events.Publish(EventKind, rec.ID, EventState, ev); err != nil {
 		s.cfg.Logger.Warn("cannot publish a session event", "id", rec.ID, "state", rec.State, "error", err)
 	}
+}
+
+// publishRun sends a run's status when the service has an event bus.
+func (s *Service) publishRun(ev RunEvent) {
+	if s.cfg.Events == nil {
+		return
+	}
+	if err := s.cfg.Events.Publish(EventKind, ev.SandboxID, EventRun, ev); err != nil {
+		s.cfg.Logger.Warn("cannot publish a session run event", "id", ev.SandboxID, "run_id", ev.RunID, "status", ev.Status, "error", err)
+	}
+}
+
+// endedRun is the terminal status event of run res.
+func endedRun(sandboxID, run string, pid int, res job.Result) RunEvent {
+	return RunEvent{SandboxID: sandboxID, RunID: res.JobID, Run: run, PID: pid, Status: res.Status, ExitCode: res.ExitCode, Error: res.Error}
 }
