@@ -210,4 +210,3 @@ func TestEventsRoute(t *testing.T) {
 		}
 	}
 }
-
