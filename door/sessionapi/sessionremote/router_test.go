@@ -3,6 +3,7 @@ package sessionremote_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -417,5 +418,38 @@ func TestRunClaims(t *testing.T) {
 	case got := <-claims:
 		t.Errorf("another claim: %q", got)
 	default:
+	}
+}
+
+// TestEventsServedHere: a placed sandbox's own events stream is served
+// by the API node (it reads this node's bus), never forwarded to the
+// worker: here the API node's service has no bus, so it answers
+// queue.closed itself.
+func TestEventsServedHere(t *testing.T) {
+	ns := natsServer(t)
+	srv, r, _ := apiNode(t, ns)
+	host(t, ns, "wa", 4, func(svc *session.Service) http.Handler {
+		mux := http.NewServeMux()
+		sessionapi.Routes(mux, svc, func(_ string, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if req.Pattern == sessionapi.EventsPattern {
+					http.Error(w, "from the worker", http.StatusTeapot)
+					return
+				}
+				h.ServeHTTP(w, req)
+			})
+		})
+		return mux
+	})
+	waitHeard(t, r, 1)
+	if status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "here"}`, nil); status != http.StatusCreated {
+		t.Fatalf("create = %d %v", status, out)
+	}
+	if _, out := call(t, srv, "GET", "/v1/sandboxes/here", "", nil); !strings.HasPrefix(fmt.Sprint(out["worker"]), "wa.") {
+		t.Fatalf("sandbox = %v, want it on wa", out)
+	}
+	status, out := call(t, srv, "GET", "/v1/sandboxes/here/events", "", nil)
+	if status == http.StatusTeapot || errOf(out) != job.CodeQueueClosed {
+		t.Errorf("events = %d %v, want the API node's own answer, %s", status, out, job.CodeQueueClosed)
 	}
 }
