@@ -52,7 +52,8 @@ func (e StreamEvent) MarshalJSON() ([]byte, error) {
 // sandbox's current state from its record (an EventState with the
 // sequence of the bus's newest event as its ID: a client that resumes
 // from it misses nothing, though it may see a state again), then live
-// events; otherwise with the events after sequence after. It returns nil
+// events; so it does with an after beyond the bus's newest event (the
+// bus began again); otherwise with the events after sequence after. It returns nil
 // once the sandbox's final state was sent (read from the record when
 // the bus no longer has it), or when ctx ends. An unknown sandbox is
 // job.not_found before anything is sent; a service without a Feed,
@@ -66,12 +67,15 @@ func (s *Service) FollowEvents(ctx context.Context, id string, after uint64, sen
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fromRecord := after == FromRecord
+	last, err := s.cfg.Feed.LastEventSeq(ctx)
+	if err != nil {
+		return err
+	}
+	// An id beyond the bus (its memory stream began again with a
+	// restart) starts from the record too: waiting for it would miss
+	// what comes before.
+	fromRecord := after == FromRecord || after > last
 	if fromRecord {
-		last, err := s.cfg.Feed.LastEventSeq(ctx)
-		if err != nil {
-			return err
-		}
 		after = last
 	}
 	events, err := s.cfg.Feed.Events(ctx, EventKind, id, after)

@@ -179,8 +179,9 @@ func TestFollowEvents(t *testing.T) {
 		}
 	}
 	// After the final event, the stream sends the recorded final state
-	// and ends; so does one that starts from the record.
-	for _, after := range []uint64{all[len(all)-1].ID, session.FromRecord} {
+	// and ends; so does one that starts from the record, or after an id
+	// beyond the bus (which began again).
+	for _, after := range []uint64{all[len(all)-1].ID, session.FromRecord, all[len(all)-1].ID + 100} {
 		got := collect(t, followStream(t, f, id, after))
 		if diff := cmp.Diff([]string{"session_state stopped"}, summaries(got)); diff != "" {
 			t.Errorf("from %d after the end (-want +got):\n%s", after, diff)
