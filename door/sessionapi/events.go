@@ -39,9 +39,12 @@ func serveEvents(s *session.Service, w http.ResponseWriter, r *http.Request) {
 		httpreply.Error(w, err)
 		return
 	}
-	// Not eager: the first message (the record's state) comes at once,
-	// and a stream that cannot open is still answered with its error.
-	eventstream.Serve(w, r, eventstream.Options{}, func(ctx context.Context, send func(eventstream.Message) error) (string, error) {
+	// From the record, the first message (its state) comes at once, so
+	// the response waits for it: a stream that cannot open is still
+	// answered with its error. A resumed stream may wait long for its
+	// next event: its response starts at once.
+	opts := eventstream.Options{Eager: after != session.FromRecord}
+	eventstream.Serve(w, r, opts, func(ctx context.Context, send func(eventstream.Message) error) (string, error) {
 		err := s.FollowEvents(ctx, id, after, func(ev session.StreamEvent) error {
 			b, err := json.Marshal(ev)
 			if err != nil {

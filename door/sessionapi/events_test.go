@@ -187,6 +187,41 @@ func TestEventsRoute(t *testing.T) {
 		t.Errorf("WebSocket resumed after %s (-want +got):\n%s", rest[0].ID, diff)
 	}
 
+	// A resumed stream of a sandbox with nothing new starts at once.
+	if a := call(t, srv, "POST", "/v1/sandboxes", `{"id":"quiet"}`); a.Status != 201 {
+		t.Fatalf("create = %+v", a)
+	}
+	// Its running event, read off the bus: nothing comes after it.
+	var running string
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	req, _ := http.NewRequestWithContext(sctx, "GET", srv.URL+"/v1/sandboxes/quiet/events", nil)
+	req.Header.Set("Last-Event-ID", rest[len(rest)-1].ID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sc := bufio.NewScanner(resp.Body); running == "" && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") && strings.Contains(sc.Text(), `"state":"running"`) {
+			var d struct{ ID json.Number }
+			json.Unmarshal([]byte(strings.TrimPrefix(sc.Text(), "data: ")), &d)
+			running = d.ID.String()
+		}
+	}
+	scancel()
+	resp.Body.Close()
+	qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer qcancel()
+	req, _ = http.NewRequestWithContext(qctx, "GET", srv.URL+"/v1/sandboxes/quiet/events", nil)
+	req.Header.Set("Last-Event-ID", running)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a resumed stream did not start at once: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("resumed stream = %d %s, want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+
 	for _, tc := range []struct {
 		path, lastID string
 		want         answer
