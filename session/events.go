@@ -1,9 +1,12 @@
 package session
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/store"
 )
 
 // A sandbox's state changes go on the bus as kind EventKind, type
@@ -73,4 +76,39 @@ func (s *Service) publishRun(ev RunEvent) {
 // endedRun is the terminal status event of run res.
 func endedRun(sandboxID, run string, pid int, res job.Result) RunEvent {
 	return RunEvent{SandboxID: sandboxID, RunID: res.JobID, Run: run, PID: pid, Status: res.Status, ExitCode: res.ExitCode, Error: res.Error}
+}
+
+// RelayRun publishes ev, a run's status a worker sent of a sandbox
+// placed on it (package door/sessionapi/sessionremote), on this node's
+// bus: a worker may not publish sandbox events itself. Only a sandbox
+// placed on worker is spoken for (another is job.conflict), and only a
+// run of that sandbox and kind (<id>.exec-N, <id>.proc-N; another is
+// validation.invalid_request).
+func (s *Service) RelayRun(worker string, ev RunEvent) error {
+	if !store.ValidID(ev.SandboxID) {
+		return job.Errorf(job.CodeInvalidRequest, "a run event with an invalid sandbox id").With("worker", worker)
+	}
+	rec, err := read(s.cfg.Records, ev.SandboxID)
+	if err != nil {
+		return err
+	}
+	if rec.Worker != worker {
+		return job.Errorf(job.CodeJobConflict, "sandbox %s is not placed on worker %s", rec.ID, worker).With("id", rec.ID).With("worker", worker)
+	}
+	if !runOf(rec.ID, ev.Run, ev.RunID) || !slices.Contains(job.Statuses, ev.Status) {
+		return job.Errorf(job.CodeInvalidRequest, "sandbox %s: %q is not a run of it with a status", rec.ID, ev.RunID).With("id", rec.ID).With("run_id", ev.RunID)
+	}
+	s.publishRun(ev)
+	return nil
+}
+
+// runOf reports whether runID is a run of kind run (RunExec or
+// RunProcess) of sandbox id: <id>.exec-N or <id>.proc-N.
+func runOf(id, run, runID string) bool {
+	step := map[string]string{RunExec: "exec-", RunProcess: "proc-"}[run]
+	n, ok := strings.CutPrefix(runID, id+"."+step)
+	if step == "" || !ok || n == "" || len(n) > 18 {
+		return false
+	}
+	return strings.Trim(n, "0123456789") == ""
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,41 @@ func TestFollowEventsRefuses(t *testing.T) {
 	plain := newFixture(t, "local_process", nil)
 	id := plain.create(t, session.CreateRequest{ID: "nobus"}).ID
 	wantCode(t, "no bus", plain.s.FollowEvents(context.Background(), id, session.FromRecord, nothing), job.CodeQueueClosed)
+}
+
+// TestFollowEventsProcessKilledByDelete: a process the delete kills has
+// its terminal status on the stream before the sandbox's stopped, which
+// ends it.
+func TestFollowEventsProcessKilledByDelete(t *testing.T) {
+	f := busFixture(t)
+	id := f.create(t, session.CreateRequest{ID: "killed"}).ID
+	live := followStream(t, f, id, session.FromRecord)
+	if got := next(t, live.events).summary(); got != "session_state running" {
+		t.Fatalf("first event = %q, want the record's state, running", got)
+	}
+	proc, err := f.s.StartProcess(context.Background(), id, session.ProcessRequest{Argv: []string{"sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(t, live.events, proc.RunID, job.StatusRunning)
+	if _, err := f.s.Delete(id); err != nil {
+		t.Fatal(err)
+	}
+	got := summaries(collect(t, live))
+	if len(got) < 2 || got[len(got)-1] != "session_state stopped" || !strings.HasPrefix(got[len(got)-2], "session_run process "+proc.RunID+" ") {
+		t.Fatalf("events after the delete = %q, want the process's end, then stopped", got)
+	}
+	if end := got[len(got)-2]; strings.HasSuffix(end, " running") {
+		t.Errorf("the process's last event = %q, want a terminal status", end)
+	}
+}
+
+// waitRun reads events until run runID's event with status.
+func waitRun(t *testing.T, events <-chan streamed, runID string, status job.Status) {
+	t.Helper()
+	for {
+		if ev := next(t, events); ev.Type == session.EventRun && ev.RunID == runID && ev.Status == string(status) {
+			return
+		}
+	}
 }
