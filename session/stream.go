@@ -62,7 +62,7 @@ func (s *Service) FollowEvents(ctx context.Context, id string, after uint64, sen
 	if s.cfg.Feed == nil {
 		return job.Errorf(job.CodeQueueClosed, "this server has no event bus to follow a sandbox's events on")
 	}
-	if _, err := s.Get(id); err != nil {
+	if _, err := s.current(id); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -84,7 +84,7 @@ func (s *Service) FollowEvents(ctx context.Context, id string, after uint64, sen
 	}
 	if fromRecord {
 		// Read once the stream is in place: no change falls between.
-		rec, err := s.Get(id)
+		rec, err := s.current(id)
 		if err != nil {
 			return err
 		}
@@ -117,12 +117,23 @@ func (s *Service) FollowEvents(ctx context.Context, id string, after uint64, sen
 			// Nothing live: a sandbox that ended before the events after
 			// after (or whose final event the bus no longer keeps) ends
 			// the stream with its recorded state.
-			if rec, err := s.Get(id); err == nil && !rec.State.Live() {
+			if rec, err := s.current(id); err == nil && !rec.State.Live() {
 				return send(recordEvent(after, rec))
 			}
 			idle.Reset(time.Second)
 		}
 	}
+}
+
+// current is sandbox id's record as it stands (Get without its usage,
+// which a follower that looks every second does not need).
+func (s *Service) current(id string) (Record, error) {
+	if h := s.handle(id); h != nil {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.rec, nil
+	}
+	return read(s.cfg.Records, id)
 }
 
 // recordEvent is rec's state as an EventState of the stream, with id as
