@@ -286,3 +286,28 @@ func TestAuditPolicyDenied(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditPooled: a sandbox claimed from a warm pool opens its log at
+// the claim, in its own record's directory, under the caller's id.
+func TestAuditPooled(t *testing.T) {
+	f, _ := poolFixture(t, "local_process", 1, nil)
+	rec := f.create(t, session.CreateRequest{ID: "warm-one", Template: "t"})
+	if rec.Start != session.StartWarm {
+		t.Fatalf("start = %q, want warm", rec.Start)
+	}
+	f.exec(t, rec.ID, "true")
+	if _, err := f.s.Delete(context.Background(), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, lines := auditLines(t, f, rec.ID, true)
+	var got []string
+	for _, e := range lines {
+		got = append(got, step(e))
+	}
+	if diff := cmp.Diff([]string{"run_start", "sandbox_call exec", "run_end stopped"}, got); diff != "" {
+		t.Errorf("a claimed sandbox's audit lines (-want +got):\n%s", diff)
+	}
+	if lines[0].Args["start"] != session.StartWarm || lines[0].Args["template"] != "t" {
+		t.Errorf("run_start args = %v, want start warm, template t", lines[0].Args)
+	}
+}
