@@ -13,7 +13,15 @@ import (
 // session.not_running until Resume; file reads still answer. A backend
 // that cannot freeze is backend.unavailable and the sandbox keeps
 // running.
-func (s *Service) Pause(ctx context.Context, id string) (Record, error) {
+func (s *Service) Pause(ctx context.Context, id string) (rec Record, err error) {
+	err = s.audited(id, &call{tool: AuditPause}, func() error {
+		rec, err = s.pause(ctx, id)
+		return err
+	})
+	return rec, err
+}
+
+func (s *Service) pause(ctx context.Context, id string) (Record, error) {
 	h, err := s.running(id, StateRunning, StatePaused)
 	if err != nil {
 		return Record{}, err
@@ -33,7 +41,15 @@ func (s *Service) Pause(ctx context.Context, id string) (Record, error) {
 }
 
 // Resume thaws paused sandbox id; a running one is answered as it is.
-func (s *Service) Resume(ctx context.Context, id string) (Record, error) {
+func (s *Service) Resume(ctx context.Context, id string) (rec Record, err error) {
+	err = s.audited(id, &call{tool: AuditResume}, func() error {
+		rec, err = s.resume(ctx, id)
+		return err
+	})
+	return rec, err
+}
+
+func (s *Service) resume(ctx context.Context, id string) (Record, error) {
 	h, err := s.running(id, StateRunning, StatePaused)
 	if err != nil {
 		return Record{}, err
@@ -51,7 +67,19 @@ func (s *Service) Resume(ctx context.Context, id string) (Record, error) {
 
 // SetTimeout makes live sandbox id expire timeoutS seconds from now
 // (within the operator's maximum).
-func (s *Service) SetTimeout(id string, timeoutS int64) (Record, error) {
+func (s *Service) SetTimeout(id string, timeoutS int64) (rec Record, err error) {
+	c := &call{tool: AuditSetTimeout, args: map[string]any{"timeout_s": timeoutS}}
+	err = s.audited(id, c, func() error {
+		rec, err = s.setTimeout(id, timeoutS)
+		if err == nil {
+			c.result = map[string]any{"expires_at": rec.ExpiresAt}
+		}
+		return err
+	})
+	return rec, err
+}
+
+func (s *Service) setTimeout(id string, timeoutS int64) (Record, error) {
 	switch {
 	case timeoutS <= 0:
 		return Record{}, job.Errorf(job.CodeInvalidRequest, "timeout_s must be positive").With("field", "timeout_s")

@@ -105,21 +105,38 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return got, false, err
 	}
 	s.publish(rec)
-	h, err := s.build(ctx, &rec, it, spec, rules)
+	by := ownerOf(ctx)
+	log, err := s.openAudit(rec.ID)
+	var h *handle
+	if err == nil {
+		h, err = s.build(ctx, &rec, it, spec, rules)
+	} else if it != nil {
+		s.giveBack(req.Template, it)
+	}
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {
 			s.cfg.Logger.Warn("cannot record a sandbox's failure", "id", rec.ID, "error", werr)
 		}
+		if log != nil {
+			if aerr := auditCreate(log, rec, by, err); aerr != nil {
+				s.cfg.Logger.Warn("cannot record a sandbox's create in its audit log", "id", rec.ID, "error", aerr)
+			}
+			s.endAudit(log, rec, "")
+		}
 		s.removeWorkspace(rec.ID)
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
-	h.rec, h.claim = rec, c
+	h.rec, h.claim, h.audit = rec, c, log
 	s.mu.Lock()
 	s.live[rec.ID] = h
 	s.mu.Unlock()
-	if err := s.save(rec); err != nil {
+	err = auditCreate(log, rec, by, nil)
+	if err == nil {
+		err = s.save(rec)
+	}
+	if err != nil {
 		s.end(s.handle(rec.ID), StateFailed, job.AsError(err))
 		return Record{}, false, err
 	}

@@ -22,12 +22,14 @@ func (s *Service) Close() {
 // end deletes h's sandbox and records it ended in st (unless it already
 // ended). It reports whether this call ended it.
 func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
-	return s.endIf(h, st, cause, "", nil)
+	return s.endIf(h, st, cause, "", "", nil)
 }
 
-// endIf is end with the record's end_reason, when due (nil: always)
-// still holds of h once it is locked.
-func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, due func(*handle) bool) (Record, bool) {
+// endIf is end with the record's end_reason and who ended it (by: the
+// token name of a caller's delete, for its audit line), when due (nil:
+// always) still holds of h once it is locked. Its audit log's run_end
+// line is written before the record says it ended.
+func (s *Service) endIf(h *handle, st State, cause *job.Error, reason, by string, due func(*handle) bool) (Record, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.rec.State.Live() || (due != nil && !due(h)) {
@@ -43,6 +45,7 @@ func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, du
 	h.procs.wait()
 	h.stop()
 	ended(&h.rec, st, s.now(), cause)
+	s.endAudit(h.audit, h.rec, by)
 	if err := s.save(h.rec); err != nil {
 		s.cfg.Logger.Warn("cannot record a sandbox's end", "id", h.rec.ID, "error", err)
 	}
@@ -59,13 +62,13 @@ func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, du
 
 // Delete deletes sandbox id (its processes are killed, its workspace
 // removed) and records it stopped; an ended sandbox is answered as it
-// is.
-func (s *Service) Delete(id string) (Record, error) {
+// is. Its audit log's last line names ctx's caller (WithOwner).
+func (s *Service) Delete(ctx context.Context, id string) (Record, error) {
 	h := s.handle(id)
 	if h == nil {
 		return read(s.cfg.Records, id)
 	}
-	rec, _ := s.end(h, StateStopped, nil)
+	rec, _ := s.endIf(h, StateStopped, nil, "", ownerOf(ctx), nil)
 	return rec, nil
 }
 
@@ -75,7 +78,7 @@ func (s *Service) Reap(now time.Time) []string {
 	var ids []string
 	due := func(h *handle) bool { return !h.rec.ExpiresAt.After(now) }
 	for _, h := range s.handles() {
-		if rec, ok := s.endIf(h, StateExpired, nil, EndTimeout, due); ok {
+		if rec, ok := s.endIf(h, StateExpired, nil, EndTimeout, "", due); ok {
 			ids = append(ids, rec.ID)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-runner/agent-runner/agent/audit"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -113,6 +114,17 @@ func (s *Service) wake(h *handle, ok []State) {
 	if _, err := s.move(h, StateRunning); err != nil {
 		s.cfg.Logger.Warn("cannot record a sandbox's resume", "id", h.rec.ID, "error", err)
 	}
+	s.auditAuto(h, AuditResume)
+}
+
+// auditAuto records the idle check's own pause or resume of h: a line
+// that cannot be written is logged, and breaks h's log (the next call
+// is refused).
+func (s *Service) auditAuto(h *handle, tool string) {
+	e := audit.Event{Event: audit.EventSandboxCall, Tool: tool, Args: encodeJSON(map[string]any{"auto": PausedByIdle}), OK: audit.Bool(true)}
+	if err := h.audit.append(e); err != nil {
+		s.cfg.Logger.Warn("cannot record a sandbox call", "id", h.rec.ID, "tool", tool, "error", err)
+	}
 }
 
 // Attach counts a client of running sandbox id (a proxied connection, a
@@ -160,12 +172,13 @@ func (s *Service) Idle(now time.Time) (paused, expired []string) {
 				if _, err := s.move(h, StatePaused); err != nil {
 					s.cfg.Logger.Warn("cannot record an idle sandbox's pause", "id", id, "error", err)
 				}
+				s.auditAuto(h, AuditPause)
 				paused = append(paused, id)
 			}
 		}
 		h.mu.Unlock()
 		if due && !auto {
-			if _, ok := s.endIf(h, StateExpired, nil, EndIdle, func(h *handle) bool { return s.idleDue(h, now) }); ok {
+			if _, ok := s.endIf(h, StateExpired, nil, EndIdle, "", func(h *handle) bool { return s.idleDue(h, now) }); ok {
 				expired = append(expired, id)
 			}
 		}

@@ -165,7 +165,7 @@ func TestProcessesDieWithSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.s.Delete(id); err != nil {
+			if _, err := f.s.Delete(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
 			res, err := f.r.Store().ReadResult(info.RunID)

@@ -147,6 +147,8 @@ type handle struct {
 	// act is when it was last used and what is attached (idle.go; its
 	// own lock).
 	act activity
+	// audit is its audit log (audit.go; set before it is live).
+	audit *auditLog
 	// dir, when set, is what to remove when it ends (a pooled sandbox's
 	// directory, its workspace inside) instead of the record's
 	// workspace.

@@ -222,7 +222,7 @@ func (d *Door) kill(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	if _, err := d.cfg.Sessions.Delete(id); err != nil {
+	if _, err := d.cfg.Sessions.Delete(r.Context(), id); err != nil {
 		writeHTTPError(w, err)
 		return
 	}
