@@ -73,6 +73,9 @@ type Sandbox struct {
 	Execs     int64             `json:"execs"`
 	LastRun   string            `json:"last_run,omitempty"`
 	Error     *job.Error        `json:"error,omitempty"`
+	// Worker names the remote worker that holds it (empty: the server
+	// itself).
+	Worker string `json:"worker,omitempty"`
 }
 
 // SandboxFilter selects sandboxes for ListSandboxes; zero values select

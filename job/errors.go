@@ -71,6 +71,10 @@ const (
 	// sandbox's loopback port a proxied request names (refused, or no
 	// answer in time) (502).
 	CodeSessionPortUnreachable Code = "session.port_unreachable"
+	// CodeSessionWorkerLost: the worker that holds a sandbox is gone
+	// (its heartbeats stopped, its NATS connection closed, or it does
+	// not answer); the sandbox is recorded failed with it (410).
+	CodeSessionWorkerLost Code = "session.worker_lost"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

@@ -244,3 +244,59 @@ func TestLoadWorkers(t *testing.T) {
 }
 
 func hexOf(h [32]byte) string { return hex.EncodeToString(h[:]) }
+
+// TestWorkerSandboxPermissions: a worker hears only its own
+// ar.sandboxes.to.<id>.> and publishes only on its own
+// ar.sandboxes.from.<id>.>, so it can neither reach another worker's
+// sandboxes nor answer in its name.
+func TestWorkerSandboxPermissions(t *testing.T) {
+	a, b := worker("a", "token-a"), worker("b", "token-b")
+	api := open(t, queue.Config{Listen: "127.0.0.1:-1", Workers: []queue.Worker{a, b}})
+	url := api.Conn().ConnectedUrl()
+	heard := make(chan string, 16)
+	sub, err := api.Conn().Subscribe("ar.sandboxes.>", func(m *nats.Msg) { heard <- m.Subject })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	api.Conn().Flush()
+	v := &violations{}
+	nc, err := nats.Connect(url, nats.Token("token-a"), nats.ErrorHandler(v.handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, s := range []string{"ar.sandboxes.>", queue.SandboxesToPrefix + b.ID() + ".>"} {
+		if _, err := nc.Subscribe(s, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := make(chan string, 1)
+	if _, err := nc.Subscribe(queue.SandboxesToPrefix+a.ID()+".i1.dial", func(m *nats.Msg) { own <- m.Subject }); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	// Forged first, then the worker's own: once the own one arrives, a
+	// forged one that got through would have arrived before it.
+	sentinel := queue.SandboxesFromPrefix + a.ID() + ".i1.beat"
+	for _, s := range []string{queue.SandboxesFromPrefix + b.ID() + ".i1.beat", queue.SandboxesToPrefix + b.ID() + ".i1.dial", sentinel} {
+		if err := nc.Publish(s, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-heard; got != sentinel {
+		t.Errorf("the API node heard %s first, want only the worker's own %s", got, sentinel)
+	}
+	api.Conn().Publish(queue.SandboxesToPrefix+a.ID()+".i1.dial", nil)
+	if got := <-own; got != queue.SandboxesToPrefix+a.ID()+".i1.dial" {
+		t.Errorf("worker a heard %s", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(v.list()) < 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if n := len(v.list()); n != 4 {
+		t.Errorf("permission violations = %q, want 4 (2 subscriptions, 2 publishes)", v.list())
+	}
+}

@@ -105,3 +105,15 @@ func (q *Queue) claim(worker string, m *nats.Msg) {
 	// very short job) is tried again by the Mirror until its claim is in.
 	_, _ = q.js.Publish(ctx, ClaimsPrefix+worker+"."+kind+"."+id, b)
 }
+
+// Claim writes a claim in worker's name for a record the API node
+// expects from it that no queue delivery announced: a run of a kept
+// sandbox on that worker (package door/sessionapi/sessionremote), which
+// the record mirror then accepts from that worker only.
+func (q *Queue) Claim(ctx context.Context, worker, kind, id string, attempt int) error {
+	b, _ := json.Marshal(Claim{Attempt: attempt, Time: time.Now().UTC()})
+	if _, err := q.js.Publish(ctx, ClaimsPrefix+worker+"."+kind+"."+id, b); err != nil {
+		return job.Wrap(job.CodeQueueClosed, err, "cannot write a claim").With("id", id)
+	}
+	return nil
+}

@@ -15,6 +15,14 @@ const (
 	RecordsStream = "AR_RECORDS"
 	RecordsBucket = "AR_RECORDS"
 	ClaimsStream  = "AR_CLAIMS"
+	// SandboxesToPrefix carries the API node's messages to a worker
+	// that holds sandboxes (package door/sessionapi/sessionremote):
+	// ar.sandboxes.to.<worker id>.<instance>.>, which only that worker
+	// may hear; SandboxesFromPrefix its answers, heartbeats and records,
+	// ar.sandboxes.from.<worker id>.<instance>.>, which only it may
+	// publish.
+	SandboxesToPrefix   = "ar.sandboxes.to."
+	SandboxesFromPrefix = "ar.sandboxes.from."
 )
 
 // InboxPrefix is the reply-subject prefix of a worker with identity id
@@ -59,10 +67,12 @@ func workerPermissions(id string) *server.Permissions {
 			api + "STREAM.MSG.GET." + obj,
 			api + "DIRECT.GET." + obj + ".>",
 			api + "STREAM.PURGE." + obj,
+			SandboxesFromPrefix + id + ".>",
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{
 			InboxPrefix(id) + ".>",
 			cancelSubject,
+			SandboxesToPrefix + id + ".>",
 		}},
 	}
 }

@@ -21,12 +21,13 @@
 //   - Every client of the embedded server presents a token (auth.go): the
 //     API node's own connection and the shared token (Config.Token) have
 //     full rights; a worker's token (Config.Workers) may only take and
-//     acknowledge deliveries, publish live events, queue child tasks and
-//     publish records under its identity (WorkerID; perms.go). Its
-//     deliveries come on its own inboxes, where the API node sees them
-//     and writes claims (ar.claims.<worker>.<kind>.<id>, claims.go): the
-//     record mirror (package remote) accepts a record only from the
-//     worker the latest delivery went to.
+//     acknowledge deliveries, publish live events, queue child tasks,
+//     publish records and serve its own kept sandboxes
+//     (ar.sandboxes.{to,from}.<id>.>) under its identity (WorkerID;
+//     perms.go). Its deliveries come on its own inboxes, where the API
+//     node sees them and writes claims (ar.claims.<worker>.<kind>.<id>,
+//     claims.go): the record mirror (package remote) accepts a record
+//     only from the worker the latest delivery went to.
 package queue
 
 import (

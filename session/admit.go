@@ -21,6 +21,9 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	} else if !store.ValidID(req.ID) {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "id %q is not a valid id (^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)", req.ID).With("field", "id")
 	}
+	if req.Image != "" {
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "image %q: this server runs sandboxes over the host's view, not container images (images are not built yet)", req.Image).With("field", "image")
+	}
 	kind := validation.NormalizeKind(req.Backend)
 	if kind == "" {
 		kind = s.cfg.DefaultBackend

@@ -25,7 +25,10 @@ type CreateRequest struct {
 	ID string `json:"id,omitempty"`
 	// Template names the operator's template whose defaults fill what
 	// the request leaves out, and whose warm pool it may claim from.
-	Template  string            `json:"template,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Image names a container image for the sandbox's root; no backend
+	// runs images yet, so one is refused (admit.go), never ignored.
+	Image     string            `json:"image,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`
 	Limits    Limits            `json:"limits,omitempty"`

@@ -10,6 +10,9 @@
 // recorded run of the run service (runner.Step in the sandbox, decided by
 // policy at every exec). The live handles are in memory: a sandbox whose
 // process ended with serve is recorded failed (run.interrupted) when the
-// service starts again. The service knows no transport (door/sessionapi
-// is its HTTP door) and no backend implementation.
+// service starts again. On an API node it also keeps the records of
+// sandboxes placed on remote workers (placed.go), which live on there.
+// The service knows no transport (door/sessionapi is its HTTP door,
+// door/sessionapi/sessionremote carries it across hosts) and no backend
+// implementation.
 package session

@@ -88,6 +88,7 @@ func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 	if err != nil {
 		return ExecResult{}, err
 	}
+	s.recorded(res.JobID)
 	h.mu.Lock()
 	if h.rec.State.Live() {
 		h.rec.LastRun, h.rec.UpdatedAt = res.JobID, s.now()

@@ -101,6 +101,9 @@ func (s *Service) StartProcess(ctx context.Context, id string, req ProcessReques
 		// is not refused session.limit_reached.
 		h.procs.release()
 		s.finish(h, pc, res, runErr)
+		if runErr == nil {
+			s.recorded(res.JobID)
+		}
 	}()
 	select {
 	case <-started:

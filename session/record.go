@@ -105,6 +105,10 @@ type Record struct {
 	// Usage is what its processes use together, read when it is answered
 	// (usage.go); absent where the backend cannot read it.
 	Usage *Usage `json:"usage,omitempty"`
+	// Worker names the worker that holds the sandbox when it lives in
+	// another process (its queue.WorkerID and instance: placed.go); empty
+	// for a sandbox of this process.
+	Worker string `json:"worker,omitempty"`
 }
 
 // recordFile is the record's file in its directory, workspaceDir its

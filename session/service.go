@@ -93,9 +93,16 @@ type Config struct {
 	// creation of their replacements.
 	PoolRefillDelay time.Duration
 	// Events, when set, gets every state change (EventKind).
-	Events  Publisher
-	Logger  *slog.Logger
-	Durable bool
+	Events Publisher
+	// Saved, when set, gets every record once it is written (a
+	// worker sends them to the API node: package door/sessionapi/sessionremote).
+	Saved func(Record)
+	// Recorded, when set, gets the run id of every exec and background
+	// process once its run record is complete (a worker sends those
+	// records to the API node).
+	Recorded func(runID string)
+	Logger   *slog.Logger
+	Durable  bool
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -121,6 +128,9 @@ type Service struct {
 	// isolating says which backends isolate (their capabilities, asked
 	// once: linux_sandbox probes its cgroups each time it is asked).
 	isolating map[string]bool
+	// placing orders the changes of records placed on workers
+	// (placed.go).
+	placing sync.Mutex
 }
 
 // handle is one live sandbox: its record (guarded by mu), the run
@@ -204,7 +214,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	for _, id := range ids {
 		rec, err := read(cfg.Records, id)
-		if err != nil || !rec.State.Live() {
+		// A sandbox placed on a worker lives on with it: the router
+		// ends it when its worker is not heard (placed.go).
+		if err != nil || !rec.State.Live() || rec.Worker != "" {
 			continue
 		}
 		ended(&rec, StateFailed, s.now(), job.Errorf(job.CodeRunInterrupted, "the sandbox's processes ended with the server that ran them"))
@@ -227,6 +239,9 @@ func (s *Service) save(rec Record) error {
 		return err
 	}
 	s.publish(rec)
+	if s.cfg.Saved != nil {
+		s.cfg.Saved(rec)
+	}
 	return nil
 }
 

@@ -204,7 +204,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile)
+	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile, o.natsURL != "" || o.natsListen != "")
 	if err != nil {
 		return err
 	}

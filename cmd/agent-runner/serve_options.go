@@ -78,6 +78,7 @@ func (o *serveOptions) register(f *pflag.FlagSet) {
 	f.StringVar(&o.e2bPrefix, "e2b-prefix", e2bapi.DefaultPrefix, "path of the E2B-compatible API (docs/e2b.md): E2B_API_URL and E2B_SANDBOX_URL are serve's URL with it; empty: not served")
 	o.tasks.register(f, "serve")
 	o.sessions.register(f)
+	o.sessions.registerServe(f)
 	f.Int64Var(&o.recordMaxBytes, "record-max-bytes", remote.DefaultMaxBytes,
 		"with --nats or --nats-listen: the most bytes one job or task record from a worker with its own store may carry here (larger records end the job or task run.io_failed)")
 	f.StringVar(&o.natsWorkersFile, "nats-workers", "",

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,14 +13,21 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agent-runner/agent-runner/auth"
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/door/sessionapi"
+	"github.com/agent-runner/agent-runner/door/sessionapi/sessionremote"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
+	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/secretfile"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
+	"github.com/agent-runner/agent-runner/workspaceroot"
 )
 
-// sessionFlags are serve's --sandbox-* flags (mountSessions).
+// sessionFlags are the --sandbox-* flags and --max-sandboxes of serve
+// and worker (a session service's), and serve's flags of sandboxes on
+// remote workers.
 type sessionFlags struct {
 	defaultTimeout, maxTimeout   time.Duration
 	defaultIdle, maxIdle         time.Duration
@@ -29,6 +38,10 @@ type sessionFlags struct {
 	policyFile                   string
 	templatesFile                string
 	poolRefillDelay              time.Duration
+	// noLocal is serve's --no-local-sandboxes, workerTimeout its
+	// --sandbox-worker-timeout.
+	noLocal       bool
+	workerTimeout time.Duration
 }
 
 func (f *sessionFlags) register(fs *pflag.FlagSet) {
@@ -37,7 +50,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.defaultIdle, "sandbox-default-idle-timeout", 0, "idle timeout of a kept sandbox that sets no idle_timeout_s (0: never idle); idle, it is paused with auto_pause, else ends expired")
 	fs.DurationVar(&f.maxIdle, "sandbox-max-idle-timeout", 0, "the most idle_timeout_s a kept sandbox may set (default: --sandbox-max-timeout)")
 	fs.DurationVar(&f.maxPaused, "sandbox-max-paused", session.DefaultMaxPaused, "how long a kept sandbox created with on_timeout pause is held paused after its timeout before it ends expired (end_reason paused_too_long)")
-	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once; beyond it a create answers 429 session.limit_reached")
+	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once in this process; beyond it a create answers 429 session.limit_reached")
 	fs.IntVar(&f.maxPerToken, "max-sandboxes-per-token", 0, "most kept sandboxes alive at once created by one token (its name; 0: only --max-sandboxes)")
 	fs.Float64Var(&f.memOvercommit, "sandbox-memory-overcommit", 0, "when positive, the live sandboxes' memory_mb together stay within the host's memory times this ratio (0: no cap)")
 	fs.Float64Var(&f.cpuOvercommit, "sandbox-cpu-overcommit", 0, "when positive, the live sandboxes' cpu_count together stay within the host's CPUs times this ratio (0: no cap)")
@@ -47,19 +60,32 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.policyFile, "sandbox-policy", "", "the policy of every exec in a kept sandbox created without one (a job policy in JSON or YAML: allowed_commands, allowed_env, allow_shell; see docs/sessions.md); default: any program inside the sandbox's view")
 }
 
-// mountSessions mounts the sessions API at /v1/sandboxes (docs/sessions.md):
-// kept sandboxes on the run service, recorded under
-// <store-dir>/sessions/<id>/, on --default-backend unless a create names
-// another enabled one, their workspaces copied from under
-// --workspace-root, their state changes on serve's event bus, each
-// create counted against its token (tokens) and its secrets taken from
-// the secrets file (--secrets-file, the agent tasks' too). The reaper
-// ends expired sandboxes (or pauses them: on_timeout pause, held for
-// --sandbox-max-paused), and pauses or ends idle ones, every second
-// until ctx ends. It returns the
-// service: serve runs its retention with the others, and Closes it once
-// it stopped serving (every live sandbox is deleted, recorded failed).
-func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *auth.Tokens, secretsFile string) (*session.Service, error) {
+// registerServe declares serve's flags of sandboxes on remote workers.
+func (f *sessionFlags) registerServe(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.noLocal, "no-local-sandboxes", false, "with --nats or --nats-listen: host no kept sandboxes in this process; every create goes to a remote worker (agent-runner worker)")
+	fs.DurationVar(&f.workerTimeout, "sandbox-worker-timeout", sessionremote.DefaultLostAfter, "a remote worker not heard this long is lost: its sandboxes end failed with session.worker_lost (at least 2s)")
+}
+
+// sessionDeps are what a session service is built from (serve's and a
+// worker's).
+type sessionDeps struct {
+	Runner             *runner.Runner
+	StoreDir           string
+	Backends           backend.Set
+	DefaultBackend     string
+	UnsafeLocalProcess bool
+	Roots              *workspaceroot.Roots
+	// SecretsFile is --secrets-file (the agent tasks' too).
+	SecretsFile string
+	Events      session.Publisher
+	Saved       func(session.Record)
+	Recorded    func(runID string)
+	Logger      *slog.Logger
+}
+
+// newSessionService builds the session service over <store>/sessions,
+// ending the records of sandboxes that died with the last process.
+func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) {
 	if f.maxPerToken < 0 || f.memOvercommit < 0 || f.cpuOvercommit < 0 || f.maxPaused < 0 {
 		return nil, usageError{errors.New("--max-sandboxes-per-token, --sandbox-memory-overcommit, --sandbox-cpu-overcommit and --sandbox-max-paused must not be negative")}
 	}
@@ -68,8 +94,8 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 		return nil, err
 	}
 	var secrets *secretfile.File
-	if secretsFile != "" {
-		if secrets, err = secretfile.Load(secretsFile); err != nil {
+	if d.SecretsFile != "" {
+		if secrets, err = secretfile.Load(d.SecretsFile); err != nil {
 			return nil, usageError{err}
 		}
 	}
@@ -85,22 +111,64 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 			return nil, usageError{err}
 		}
 	}
-	s, err := session.New(session.Config{
-		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.Backend,
-		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: d.Runner.Config().Max, Defaults: d.Runner.Config().Defaults,
+	rc := d.Runner.Config()
+	return session.New(session.Config{
+		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.DefaultBackend,
+		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: rc.Max, Defaults: rc.Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
 		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle, MaxPaused: f.maxPaused,
 		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
-		Egress: d.Runner.Config().Egress, AllowHostNetwork: d.Runner.Config().AllowHostNetwork,
-		Secrets: secrets, Policy: pol, Events: d.Jobs.Queue(), Logger: d.Logger.WithGroup("session"), Durable: d.Runner.Config().Durable,
+		Egress: rc.Egress, AllowHostNetwork: rc.AllowHostNetwork,
+		Secrets: secrets, Policy: pol, Events: d.Events, Saved: d.Saved, Recorded: d.Recorded,
+		Logger: d.Logger.WithGroup("session"), Durable: rc.Durable,
 		Templates: templates, PoolRefillDelay: f.poolRefillDelay,
 	})
+}
+
+// mountSessions mounts the sessions API at /v1/sandboxes (docs/sessions.md):
+// kept sandboxes on the run service, recorded under
+// <store-dir>/sessions/<id>/, on --default-backend unless a create names
+// another enabled one, their workspaces copied from under
+// --workspace-root, their state changes on serve's event bus, each
+// create counted against its token (tokens) and its secrets taken from
+// the secrets file (--secrets-file, the agent tasks' too). The reaper
+// ends expired sandboxes (or pauses them: on_timeout pause, held for
+// --sandbox-max-paused), and pauses or ends idle ones, every second
+// until ctx ends. acrossHosts (--nats or --nats-listen) adds remote
+// workers: creates are placed on them or here, and every call for a
+// sandbox on a worker is routed there (sessionremote; docs/sessions.md
+// "Across hosts"). It returns the service: serve runs its retention with
+// the others, and Closes it once it stopped serving (every live sandbox
+// of this process is deleted, recorded failed).
+func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *auth.Tokens, secretsFile string, acrossHosts bool) (*session.Service, error) {
+	if f.noLocal && !acrossHosts {
+		return nil, usageError{errors.New("--no-local-sandboxes needs --nats or --nats-listen (sandboxes then live on remote workers)")}
+	}
+	s, err := newSessionService(sessionDeps{Runner: d.Runner, StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend,
+		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, SecretsFile: secretsFile, Events: d.Jobs.Queue(), Logger: d.Logger}, f)
 	if err != nil {
 		return nil, err
 	}
 	waitPools(ctx, s, d.Logger)
 	go s.ReapEvery(ctx, time.Second)
-	sessionapi.Routes(d.Mux, s, ownedAuth(d.Auth, tokens))
+	wrap := ownedAuth(d.Auth, tokens)
+	if acrossHosts {
+		router, err := sessionremote.NewRouter(sessionremote.RouterConfig{
+			Conn: d.Jobs.Queue().Conn(), Service: s, Local: !f.noLocal,
+			LocalBackends: enabledBackends(d.Backends, d.UnsafeLocalProcess).Kinds(), LostAfter: f.workerTimeout,
+			Claim: claimSandboxRun(d), Logger: d.Logger.WithGroup("session"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			router.Run(ctx)
+			router.Close()
+		}()
+		owned := wrap
+		wrap = func(scope string, h http.Handler) http.Handler { return owned(scope, router.Wrap(h)) }
+	}
+	sessionapi.Routes(d.Mux, s, wrap)
 	for _, p := range sessionapi.RawBodyPatterns() {
 		d.AcceptRawBody(p)
 	}
@@ -108,6 +176,19 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 		d.AcceptAnyBody(p)
 	}
 	return s, nil
+}
+
+// claimSandboxRun binds an exec or process run of a sandbox on a remote
+// worker to that worker, so its record (sent as a job's: remote's
+// mirror) lands in this node's runs/ like a local sandbox's. A run id
+// this node already has a record of is refused.
+func claimSandboxRun(d serveDeps) func(ctx context.Context, worker, runID string) error {
+	return func(ctx context.Context, worker, runID string) error {
+		if _, err := os.Lstat(d.Runner.Store().RunDir(runID)); err == nil {
+			return job.Errorf(job.CodeJobConflict, "run %s is recorded here already", runID).With("id", runID)
+		}
+		return d.Jobs.Queue().Claim(ctx, worker, queue.ClaimJob, runID, 1)
+	}
 }
 
 // ownedAuth is serve's Auth with the caller's token identity (tokenOwner)

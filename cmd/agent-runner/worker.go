@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agent-runner/agent-runner/door/sessionapi"
+	"github.com/agent-runner/agent-runner/door/sessionapi/sessionremote"
 	"github.com/agent-runner/agent-runner/door/taskapi"
 	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/remote"
 	"github.com/agent-runner/agent-runner/runner"
+	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/task/taskremote"
 	"github.com/agent-runner/agent-runner/telemetry"
 	"github.com/agent-runner/agent-runner/worker"
@@ -39,6 +43,8 @@ func newWorkerCmd() *cobra.Command {
 	var view sandboxFlags
 	var tasks taskFlags
 	var taskWorkers int
+	var sessions sessionFlags
+	var noSandboxes bool
 	cmd := &cobra.Command{
 		Use:   "worker --nats URL",
 		Short: "Run queued jobs and agent tasks from a serve node's NATS JetStream queue (no HTTP)",
@@ -52,7 +58,10 @@ func newWorkerCmd() *cobra.Command {
 			"killed and run again after restart.\n" +
 			"The NATS token comes from --nats-token-file (a 0600 file: the API node's\n" +
 			"<store-dir>/nats/token on the same host, or this worker's own token listed\n" +
-			"in serve --nats-workers) or AGENT_RUNNER_NATS_TOKEN.",
+			"in serve --nats-workers) or AGENT_RUNNER_NATS_TOKEN.\n" +
+			"It also keeps sandboxes (sessions) that the API node places here, recorded\n" +
+			"under --store-dir/sessions: the API node routes every call for them over\n" +
+			"NATS (--no-sandboxes: none).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var level slog.Level
@@ -113,6 +122,16 @@ func newWorkerCmd() *cobra.Command {
 			ts.Lifecycle.Output = taskremote.TaskOutput(q)
 			ts.Queue, ts.SharedQueue = q, true
 			ts.Lifecycle.ChildSocket = taskapi.ChildSocket(ts)
+			if !noSandboxes {
+				svc, err := hostSandboxes(ctx, q, sessionDeps{Runner: r, StoreDir: r.Store().Dir(), Backends: backends, DefaultBackend: kind,
+					UnsafeLocalProcess: unsafeLocal, Roots: roots, SecretsFile: tasks.secretsFile, Logger: log, Recorded: publishRun(ctx, remote.PublishJob(pub, r.Store()), log)}, sessions)
+				if err != nil {
+					return err
+				}
+				// Its sandboxes end with it, recorded failed (the API
+				// node hears it).
+				defer svc.Close()
+			}
 			log.Info("worker started", "nats", natsURL, "worker_id", q.WorkerID(), "store_dir", r.Store().Dir(), "workers", workers, "task_workers", taskWorkers, "default_backend", kind, "backends", r.Config().Backends, "workspace_roots", roots.Dirs)
 			err = worker.New(worker.Config{Workers: workers, Runner: r, Queue: q, Logger: log, Grace: grace, Admit: admitWorkspace(roots),
 				Abort: sig.Force, Draining: drainingLog(log), Recorded: remote.PublishJob(pub, r.Store()),
@@ -129,6 +148,8 @@ func newWorkerCmd() *cobra.Command {
 	view.register(f)
 	tasks.register(f, "worker")
 	f.IntVar(&taskWorkers, "task-workers", 4, "agent tasks run concurrently (slots of their own: tasks never hold up jobs)")
+	sessions.register(f)
+	f.BoolVar(&noSandboxes, "no-sandboxes", false, "keep no sandboxes here (the API node then places none on this worker)")
 	f.StringVar(&natsURL, "nats", "", "NATS server URL of the queue (required)")
 	f.StringVar(&tokenFile, "nats-token-file", "", "file holding this worker's NATS token (mode 0600; default: AGENT_RUNNER_NATS_TOKEN)")
 	f.StringVar(&storeDir, "store-dir", "./agent-runner-runs", "this worker's run store (the API node gets each finished record over NATS)")
@@ -141,4 +162,43 @@ func newWorkerCmd() *cobra.Command {
 	f.StringArrayVar(&workspaceRoots, "workspace-root", nil, "directory under which the workspaces of pulled jobs must lie (repeatable; default: the working directory; the store is always refused)")
 	cmd.MarkFlagRequired("nats")
 	return cmd
+}
+
+// hostSandboxes serves kept sandboxes on this worker: a session service
+// over <store>/sessions whose sessions routes the API node reaches over
+// NATS (sessionremote.Host), until ctx ends. Their records go to the
+// API node as they are written; they are retained here hourly.
+func hostSandboxes(ctx context.Context, q *queue.Queue, d sessionDeps, f sessionFlags) (*session.Service, error) {
+	host := sessionremote.NewHost(q.Conn(), q.WorkerID(), d.Logger.WithGroup("session"))
+	d.Saved = host.Saved
+	svc, err := newSessionService(d, f)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	// The API node authorized every call it routes here.
+	sessionapi.Routes(mux, svc, func(_ string, h http.Handler) http.Handler { return h })
+	go svc.ReapEvery(ctx, time.Second)
+	go retainEvery(ctx, time.Hour, d.Logger, retention{"session", svc.Retain})
+	go func() {
+		if err := host.Run(ctx, svc, mux, enabledBackends(d.Backends, d.UnsafeLocalProcess).Kinds()); err != nil {
+			d.Logger.Error("cannot serve kept sandboxes over NATS", "error", err)
+		}
+	}()
+	return svc, nil
+}
+
+// publishRun sends the record of a sandbox's exec or process run to the
+// API node, as a job's (the API node claimed the run for this worker
+// when it forwarded the call), in the background.
+func publishRun(ctx context.Context, publish func(context.Context, string) error, log *slog.Logger) func(string) {
+	return func(runID string) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := publish(ctx, runID); err != nil {
+				log.Warn("cannot send a sandbox run's record to the API node", "run_id", runID, "error", err)
+			}
+		}()
+	}
 }

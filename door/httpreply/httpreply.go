@@ -33,6 +33,8 @@ func Status(c job.Code) int {
 		return http.StatusTooManyRequests
 	case job.CodeSessionPortUnreachable:
 		return http.StatusBadGateway
+	case job.CodeSessionWorkerLost:
+		return http.StatusGone
 	case job.CodeUnauthorized:
 		return http.StatusUnauthorized
 	case job.CodeForbidden:
