@@ -65,6 +65,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err != nil {
 		return Record{}, spec, nil, err
 	}
+	atTimeout, err := onTimeout(req)
+	if err != nil {
+		return Record{}, spec, nil, err
+	}
 	ws, err := s.repository(req.Workspace)
 	if err != nil {
 		return Record{}, spec, nil, err
@@ -85,6 +89,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
 		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
+		OnTimeout: atTimeout, AutoResume: req.AutoResume,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

@@ -44,6 +44,9 @@ type CreateRequest struct {
 	// IdleTimeoutS and AutoPause: idle.go.
 	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
 	AutoPause    bool  `json:"auto_pause,omitempty"`
+	// OnTimeout and AutoResume: timeout.go.
+	OnTimeout  string `json:"on_timeout,omitempty"`
+	AutoResume bool   `json:"auto_resume,omitempty"`
 }
 
 // Create creates a sandbox and returns its record (running) and whether

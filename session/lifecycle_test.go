@@ -19,17 +19,17 @@ func TestExpiry(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Now = c.now })
 	id := f.create(t, session.CreateRequest{TimeoutS: 5}).ID
-	if got := f.s.Reap(c.t.Add(4 * time.Second)); len(got) != 0 {
+	if _, got := f.s.Reap(c.t.Add(4 * time.Second)); len(got) != 0 {
 		t.Fatalf("Reap before the timeout = %v, want none", got)
 	}
 	c.t = c.t.Add(4 * time.Second)
 	if _, err := f.s.SetTimeout(id, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.s.Reap(c.t.Add(9 * time.Second)); len(got) != 0 {
+	if _, got := f.s.Reap(c.t.Add(9 * time.Second)); len(got) != 0 {
 		t.Fatalf("Reap before the new timeout = %v, want none", got)
 	}
-	if got := f.s.Reap(c.t.Add(10 * time.Second)); len(got) != 1 || got[0] != id {
+	if _, got := f.s.Reap(c.t.Add(10 * time.Second)); len(got) != 1 || got[0] != id {
 		t.Fatalf("Reap at the new timeout = %v, want [%s]", got, id)
 	}
 	rec, err := f.s.Get(id)
