@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -339,4 +340,12 @@ func (s *Service) ResizeProcess(id string, pid int, size PtySize) error {
 		return job.Wrap(job.CodeInternal, err, "cannot resize the terminal")
 	}
 	return nil
+}
+
+// IsProcessExited reports whether err is a call's refusal because its
+// process has exited (session.not_running, details.state exited): a
+// door that only meant to end the process's input may ignore it.
+func IsProcessExited(err error) bool {
+	var jerr *job.Error
+	return errors.As(err, &jerr) && jerr.Code == job.CodeSessionNotRunning && jerr.Details["state"] == ProcessExited
 }
