@@ -21,6 +21,9 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	} else if !store.ValidID(req.ID) {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "id %q is not a valid id (^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)", req.ID).With("field", "id")
 	}
+	if req.Image != "" {
+		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "image %q: this server runs sandboxes over the host's view, not container images (images are not built yet)", req.Image).With("field", "image")
+	}
 	kind := validation.NormalizeKind(req.Backend)
 	if kind == "" {
 		kind = s.cfg.DefaultBackend
@@ -62,6 +65,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	if err != nil {
 		return Record{}, spec, nil, err
 	}
+	atTimeout, err := onTimeout(req)
+	if err != nil {
+		return Record{}, spec, nil, err
+	}
 	ws, err := s.repository(req.Workspace)
 	if err != nil {
 		return Record{}, spec, nil, err
@@ -82,6 +89,7 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
 		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
+		OnTimeout: atTimeout, AutoResume: req.AutoResume,
 	}
 	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}

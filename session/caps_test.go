@@ -54,7 +54,7 @@ func TestCapPerOwner(t *testing.T) {
 	if _, _, err := f.s.Create(bob, session.CreateRequest{}); err != nil {
 		t.Fatalf("bob's create: %v", err)
 	}
-	if _, err := f.s.Delete(first); err != nil {
+	if _, err := f.s.Delete(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.s.Create(alice, session.CreateRequest{}); err != nil {

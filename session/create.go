@@ -25,7 +25,10 @@ type CreateRequest struct {
 	ID string `json:"id,omitempty"`
 	// Template names the operator's template whose defaults fill what
 	// the request leaves out, and whose warm pool it may claim from.
-	Template  string            `json:"template,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Image names a container image for the sandbox's root; no backend
+	// runs images yet, so one is refused (admit.go), never ignored.
+	Image     string            `json:"image,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`
 	Limits    Limits            `json:"limits,omitempty"`
@@ -41,6 +44,9 @@ type CreateRequest struct {
 	// IdleTimeoutS and AutoPause: idle.go.
 	IdleTimeoutS int64 `json:"idle_timeout_s,omitempty"`
 	AutoPause    bool  `json:"auto_pause,omitempty"`
+	// OnTimeout and AutoResume: timeout.go.
+	OnTimeout  string `json:"on_timeout,omitempty"`
+	AutoResume bool   `json:"auto_resume,omitempty"`
 }
 
 // Create creates a sandbox and returns its record (running) and whether
@@ -102,21 +108,38 @@ func (s *Service) Create(ctx context.Context, req CreateRequest) (Record, bool, 
 		return got, false, err
 	}
 	s.publish(rec)
-	h, err := s.build(ctx, &rec, it, spec, rules)
+	by := ownerOf(ctx)
+	log, err := s.openAudit(rec.ID)
+	var h *handle
+	if err == nil {
+		h, err = s.build(ctx, &rec, it, spec, rules)
+	} else if it != nil {
+		s.giveBack(req.Template, it)
+	}
 	if err != nil {
 		ended(&rec, StateFailed, s.now(), job.AsError(err))
 		if werr := s.save(rec); werr != nil {
 			s.cfg.Logger.Warn("cannot record a sandbox's failure", "id", rec.ID, "error", werr)
 		}
+		if log != nil {
+			if aerr := auditCreate(log, rec, by, err); aerr != nil {
+				s.cfg.Logger.Warn("cannot record a sandbox's create in its audit log", "id", rec.ID, "error", aerr)
+			}
+			s.endAudit(log, rec, "")
+		}
 		s.removeWorkspace(rec.ID)
 		return Record{}, false, err
 	}
 	rec.State, rec.UpdatedAt = StateRunning, s.now()
-	h.rec, h.claim = rec, c
+	h.rec, h.claim, h.audit = rec, c, log
 	s.mu.Lock()
 	s.live[rec.ID] = h
 	s.mu.Unlock()
-	if err := s.save(rec); err != nil {
+	err = auditCreate(log, rec, by, nil)
+	if err == nil {
+		err = s.save(rec)
+	}
+	if err != nil {
 		s.end(s.handle(rec.ID), StateFailed, job.AsError(err))
 		return Record{}, false, err
 	}

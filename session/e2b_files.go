@@ -12,6 +12,18 @@ import (
 // false when rel already is a directory; another entry there is
 // job.conflict. Paused or ended: session.not_running.
 func (s *Service) MakeDir(ctx context.Context, id, rel string) (created bool, err error) {
+	c := &call{tool: AuditMakeDir, args: map[string]any{"path": rel}}
+	err = s.audited(id, c, func() error {
+		created, err = s.makeDir(ctx, id, rel)
+		if err == nil {
+			c.result = map[string]any{"created": created}
+		}
+		return err
+	})
+	return created, err
+}
+
+func (s *Service) makeDir(ctx context.Context, id, rel string) (created bool, err error) {
 	clean, err := workspacePath(rel)
 	if err != nil {
 		return false, err

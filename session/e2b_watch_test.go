@@ -44,7 +44,7 @@ func TestWatchEntries(t *testing.T) {
 			t.Fatalf("events = %v, want all of %v", got, want)
 		}
 	}
-	if _, err := f.s.Delete(id); err != nil {
+	if _, err := f.s.Delete(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	select {

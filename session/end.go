@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -25,12 +24,21 @@ func (s *Service) end(h *handle, st State, cause *job.Error) (Record, bool) {
 	return s.endIf(h, st, cause, "", nil)
 }
 
-// endIf is end with the record's end_reason, when due (nil: always)
-// still holds of h once it is locked.
-func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, due func(*handle) bool) (Record, bool) {
+// endIf is end when due (nil: always, with no end_reason) holds of h
+// once it is locked; due also gives the record's end_reason. by is who
+// ended it (the token name of a caller's delete) for its audit log's
+// run_end line, which is written before the record says it ended.
+func (s *Service) endIf(h *handle, st State, cause *job.Error, by string, due func(*handle) (reason string, ok bool)) (Record, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.rec.State.Live() || (due != nil && !due(h)) {
+	reason := ""
+	if due != nil {
+		var ok bool
+		if reason, ok = due(h); !ok {
+			return h.rec, false
+		}
+	}
+	if !h.rec.State.Live() {
 		return h.rec, false
 	}
 	h.rec.EndReason, h.rec.PausedBy = reason, ""
@@ -43,6 +51,7 @@ func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, du
 	h.procs.wait()
 	h.stop()
 	ended(&h.rec, st, s.now(), cause)
+	s.endAudit(h.audit, h.rec, by)
 	if err := s.save(h.rec); err != nil {
 		s.cfg.Logger.Warn("cannot record a sandbox's end", "id", h.rec.ID, "error", err)
 	}
@@ -59,28 +68,14 @@ func (s *Service) endIf(h *handle, st State, cause *job.Error, reason string, du
 
 // Delete deletes sandbox id (its processes are killed, its workspace
 // removed) and records it stopped; an ended sandbox is answered as it
-// is.
-func (s *Service) Delete(id string) (Record, error) {
+// is. Its audit log's last line names ctx's caller (WithOwner).
+func (s *Service) Delete(ctx context.Context, id string) (Record, error) {
 	h := s.handle(id)
 	if h == nil {
 		return read(s.cfg.Records, id)
 	}
-	rec, _ := s.end(h, StateStopped, nil)
+	rec, _ := s.endIf(h, StateStopped, nil, ownerOf(ctx), nil)
 	return rec, nil
-}
-
-// Reap ends, expired, every live sandbox whose expiry is not after now,
-// and returns their ids.
-func (s *Service) Reap(now time.Time) []string {
-	var ids []string
-	due := func(h *handle) bool { return !h.rec.ExpiresAt.After(now) }
-	for _, h := range s.handles() {
-		if rec, ok := s.endIf(h, StateExpired, nil, EndTimeout, due); ok {
-			ids = append(ids, rec.ID)
-		}
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // ReapEvery calls Reap and Idle every interval until ctx ends.
@@ -93,8 +88,8 @@ func (s *Service) ReapEvery(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 			now := s.now()
-			if ids := s.Reap(now); len(ids) > 0 {
-				s.cfg.Logger.Info("sandboxes expired", "ids", ids)
+			if paused, expired := s.Reap(now); len(paused) > 0 || len(expired) > 0 {
+				s.cfg.Logger.Info("sandboxes timed out", "paused", paused, "expired", expired)
 			}
 			paused, expired := s.Idle(now)
 			if len(paused) > 0 || len(expired) > 0 {

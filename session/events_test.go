@@ -40,7 +40,7 @@ func TestStateEvents(t *testing.T) {
 	if _, err := f.s.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Delete(id); err != nil {
+	if _, err := f.s.Delete(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

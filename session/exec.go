@@ -52,7 +52,31 @@ type ExecResult struct {
 // allows any program inside the sandbox's view. A paused or ended
 // sandbox is session.not_running. A policy denial is a result
 // (policy_denied), recorded like any run.
+// Its audit line holds argv, cwd and the env's names, never their
+// values.
 func (s *Service) Exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+	c := &call{tool: AuditExec, args: map[string]any{"argv": req.Argv}}
+	putIf(c.args, "cwd", req.Cwd)
+	if keys := envKeys(req.Env); keys != nil {
+		c.args["env_keys"] = keys
+	}
+	var res ExecResult
+	err := s.audited(id, c, func() error {
+		var err error
+		res, err = s.exec(ctx, id, req)
+		if err == nil {
+			c.result = map[string]any{"run_id": res.RunID, "status": res.Status, "exit_code": res.ExitCode}
+			c.refused = res.Error
+		}
+		return err
+	})
+	if err != nil {
+		return ExecResult{}, err
+	}
+	return res, nil
+}
+
+func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	if len(req.Argv) == 0 {
 		return ExecResult{}, job.Errorf(job.CodeInvalidRequest, "argv must not be empty").With("field", "argv")
 	}

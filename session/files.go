@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -45,8 +46,16 @@ func (s *Service) ReadFile(ctx context.Context, id, rel string, w io.Writer) err
 // new file renamed over rel), creating its missing parent directories
 // (owned as the workspace is); no symlink on the way is followed. A
 // paused or ended sandbox is session.not_running; data over
-// MaxFileBytes validation.body_too_large.
+// MaxFileBytes validation.body_too_large. Its audit line holds the
+// path, the size, the sha256 of data and the mode.
 func (s *Service) WriteFile(ctx context.Context, id, rel string, data []byte, mode fs.FileMode) error {
+	c := &call{tool: AuditWriteFile, args: map[string]any{
+		"path": rel, "bytes": len(data), "sha256": sha256Hex(data), "mode": fmt.Sprintf("%04o", mode.Perm()),
+	}}
+	return s.audited(id, c, func() error { return s.writeFile(ctx, id, rel, data, mode) })
+}
+
+func (s *Service) writeFile(ctx context.Context, id, rel string, data []byte, mode fs.FileMode) error {
 	clean, err := workspacePath(rel)
 	if err != nil {
 		return err

@@ -110,6 +110,11 @@ func (s *Service) ReadFileRange(ctx context.Context, id, rel string, r backend.B
 // removed without following a symlink. The root cannot be removed
 // (validation.invalid_request). Paused or ended: session.not_running.
 func (s *Service) RemoveFile(ctx context.Context, id, rel string, recursive bool) error {
+	c := &call{tool: AuditRemoveFile, args: map[string]any{"path": rel, "recursive": recursive}}
+	return s.audited(id, c, func() error { return s.removeFile(ctx, id, rel, recursive) })
+}
+
+func (s *Service) removeFile(ctx context.Context, id, rel string, recursive bool) error {
 	clean, err := workspacePath(rel)
 	if err != nil {
 		return err
@@ -130,6 +135,11 @@ func (s *Service) RemoveFile(ctx context.Context, id, rel string, recursive bool
 // to is replaced, a directory with entries is not
 // (session.directory_not_empty). Paused or ended: session.not_running.
 func (s *Service) MoveFile(ctx context.Context, id, from, to string) error {
+	c := &call{tool: AuditMoveFile, args: map[string]any{"from": from, "to": to}}
+	return s.audited(id, c, func() error { return s.moveFile(ctx, id, from, to) })
+}
+
+func (s *Service) moveFile(ctx context.Context, id, from, to string) error {
 	src, err := workspacePath(from)
 	if err != nil {
 		return err

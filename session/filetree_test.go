@@ -115,7 +115,7 @@ func TestFileTree(t *testing.T) {
 			}
 			wantCode(t, "RemoveFile while paused", f.s.RemoveFile(ctx, id, "new", true), job.CodeSessionNotRunning)
 			wantCode(t, "MoveFile while paused", f.s.MoveFile(ctx, id, "new", "old"), job.CodeSessionNotRunning)
-			if _, err := f.s.Delete(id); err != nil {
+			if _, err := f.s.Delete(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
 			_, err = f.s.StatFile(ctx, id, "new")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent-runner/agent-runner/agent/audit"
 	"github.com/agent-runner/agent-runner/job"
 )
 
@@ -97,21 +98,31 @@ func (s *Service) idleTimeout(req CreateRequest) (int64, error) {
 	return idle, nil
 }
 
-// wake resumes h (locked) when it was paused for being idle and the call
-// that found it, accepting only states ok, needs it running. A sandbox
-// that cannot be thawed stays paused (the call answers
+// wake resumes h (locked) when it was paused for being idle, or at its
+// timeout with auto_resume (then expiring timeout_s from now), and the
+// call that found it, accepting only states ok, needs it running. A
+// sandbox that cannot be thawed stays paused (the call answers
 // session.not_running).
 func (s *Service) wake(h *handle, ok []State) {
-	if h.rec.State != StatePaused || h.rec.PausedBy != PausedByIdle || !slices.Contains(ok, StateRunning) || slices.Contains(ok, StatePaused) {
+	wakes := h.rec.PausedBy == PausedByIdle || (h.rec.PausedBy == PausedByTimeout && h.rec.AutoResume)
+	if h.rec.State != StatePaused || !wakes || !slices.Contains(ok, StateRunning) || slices.Contains(ok, StatePaused) {
 		return
 	}
-	if err := h.sb.Resume(context.Background()); err != nil {
-		s.cfg.Logger.Warn("cannot resume an idle sandbox", "id", h.rec.ID, "error", err)
+	by := h.rec.PausedBy
+	if _, err := s.thaw(context.Background(), h); err != nil {
+		s.cfg.Logger.Warn("cannot resume a paused sandbox for a call", "id", h.rec.ID, "paused_by", by, "error", err)
 		return
 	}
-	h.rec.PausedBy = ""
-	if _, err := s.move(h, StateRunning); err != nil {
-		s.cfg.Logger.Warn("cannot record a sandbox's resume", "id", h.rec.ID, "error", err)
+	s.auditAuto(h, AuditResume, by)
+}
+
+// auditAuto records the service's own pause or resume of h (by: why,
+// "idle" or "timeout"): a line that cannot be written is logged, and
+// breaks h's log (the next call is refused).
+func (s *Service) auditAuto(h *handle, tool, by string) {
+	e := audit.Event{Event: audit.EventSandboxCall, Tool: tool, Args: encodeJSON(map[string]any{"auto": by}), OK: audit.Bool(true)}
+	if err := h.audit.append(e); err != nil {
+		s.cfg.Logger.Warn("cannot record a sandbox call", "id", h.rec.ID, "tool", tool, "error", err)
 	}
 }
 
@@ -160,12 +171,13 @@ func (s *Service) Idle(now time.Time) (paused, expired []string) {
 				if _, err := s.move(h, StatePaused); err != nil {
 					s.cfg.Logger.Warn("cannot record an idle sandbox's pause", "id", id, "error", err)
 				}
+				s.auditAuto(h, AuditPause, PausedByIdle)
 				paused = append(paused, id)
 			}
 		}
 		h.mu.Unlock()
 		if due && !auto {
-			if _, ok := s.endIf(h, StateExpired, nil, EndIdle, func(h *handle) bool { return s.idleDue(h, now) }); ok {
+			if _, ok := s.endIf(h, StateExpired, nil, "", func(h *handle) (string, bool) { return EndIdle, s.idleDue(h, now) }); ok {
 				expired = append(expired, id)
 			}
 		}

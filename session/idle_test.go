@@ -117,7 +117,7 @@ func TestIdleExpires(t *testing.T) {
 	if rec.EndReason != session.EndIdle {
 		t.Errorf("end_reason = %q, want %q", rec.EndReason, session.EndIdle)
 	}
-	if got := f.s.Reap(c.t.Add(20 * time.Second)); !cmp.Equal(got, []string{other}) {
+	if _, got := f.s.Reap(c.t.Add(20 * time.Second)); !cmp.Equal(got, []string{other}) {
 		t.Fatalf("Reap = %v, want [%s]", got, other)
 	}
 	if rec := wantState(t, f, other, session.StateExpired, ""); rec.EndReason != session.EndTimeout {

@@ -19,17 +19,17 @@ func TestExpiry(t *testing.T) {
 	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Now = c.now })
 	id := f.create(t, session.CreateRequest{TimeoutS: 5}).ID
-	if got := f.s.Reap(c.t.Add(4 * time.Second)); len(got) != 0 {
+	if _, got := f.s.Reap(c.t.Add(4 * time.Second)); len(got) != 0 {
 		t.Fatalf("Reap before the timeout = %v, want none", got)
 	}
 	c.t = c.t.Add(4 * time.Second)
 	if _, err := f.s.SetTimeout(id, 10); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.s.Reap(c.t.Add(9 * time.Second)); len(got) != 0 {
+	if _, got := f.s.Reap(c.t.Add(9 * time.Second)); len(got) != 0 {
 		t.Fatalf("Reap before the new timeout = %v, want none", got)
 	}
-	if got := f.s.Reap(c.t.Add(10 * time.Second)); len(got) != 1 || got[0] != id {
+	if _, got := f.s.Reap(c.t.Add(10 * time.Second)); len(got) != 1 || got[0] != id {
 		t.Fatalf("Reap at the new timeout = %v, want [%s]", got, id)
 	}
 	rec, err := f.s.Get(id)
@@ -98,7 +98,7 @@ func TestRefusals(t *testing.T) {
 	wantCode(t, "Get of an unknown id", err, job.CodeJobNotFound)
 	_, err = f.s.Exec(ctx, "no-such", session.ExecRequest{Argv: []string{"true"}})
 	wantCode(t, "Exec in an unknown sandbox", err, job.CodeJobNotFound)
-	_, err = f.s.Delete("no-such")
+	_, err = f.s.Delete(context.Background(), "no-such")
 	wantCode(t, "Delete of an unknown sandbox", err, job.CodeJobNotFound)
 }
 
@@ -107,13 +107,13 @@ func TestRefusals(t *testing.T) {
 func TestDelete(t *testing.T) {
 	f := newFixture(t, "local_process", nil)
 	id := f.create(t, session.CreateRequest{}).ID
-	rec, err := f.s.Delete(id)
+	rec, err := f.s.Delete(context.Background(), id)
 	if err != nil || rec.State != session.StateStopped {
 		t.Fatalf("Delete = %s, %v; want stopped", rec.State, err)
 	}
 	var buf bytes.Buffer
 	wantCode(t, "ReadFile after Delete", f.s.ReadFile(context.Background(), id, "a", &buf), job.CodeSessionNotRunning)
-	if rec, err := f.s.Delete(id); err != nil || rec.State != session.StateStopped {
+	if rec, err := f.s.Delete(context.Background(), id); err != nil || rec.State != session.StateStopped {
 		t.Errorf("Delete again = %s, %v; want stopped", rec.State, err)
 	}
 }
@@ -149,7 +149,7 @@ func TestRetain(t *testing.T) {
 	f := newFixture(t, "local_process", func(cfg *session.Config) { cfg.Now = c.now; cfg.MaxTimeout = 365 * 24 * time.Hour })
 	live := f.create(t, session.CreateRequest{ID: "live", TimeoutS: 100 * 24 * 3600}).ID
 	gone := f.create(t, session.CreateRequest{ID: "gone"}).ID
-	if _, err := f.s.Delete(gone); err != nil {
+	if _, err := f.s.Delete(context.Background(), gone); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := f.s.Retain(c.t.Add(session.Retention - time.Minute)); err != nil || len(got) != 0 {

@@ -46,7 +46,7 @@ func TestAllowlistThroughTheGateway(t *testing.T) {
 	if res := f.exec(t, id, "curl", "-sS", "--max-time", "30", "--noproxy", "*", other); res.Status == job.StatusCompleted {
 		t.Errorf("curl around the gateway = %s %q; want it failed (no network but the gateway)", res.Status, res.Stdout)
 	}
-	if _, err := f.s.Delete(id); err != nil {
+	if _, err := f.s.Delete(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(f.cfg.Records.Path(id), session.EgressFile))

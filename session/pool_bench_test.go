@@ -42,7 +42,7 @@ func BenchmarkWarmCreateExec(b *testing.B) {
 		exec += time.Since(t1)
 		cpu += cpuTime() - c0
 		b.StopTimer()
-		f.s.Delete(rec.ID)
+		f.s.Delete(context.Background(), rec.ID)
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(create.Microseconds())/float64(b.N), "create-µs/op")

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -60,7 +61,7 @@ func TestPoolAllowlist(t *testing.T) {
 		t.Errorf("claim b to a's host (the template's) = %s %q, want refused", res.Status, res.Stdout)
 	}
 	for _, id := range []string{ra.ID, rb.ID} {
-		if _, err := f.s.Delete(id); err != nil {
+		if _, err := f.s.Delete(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -103,7 +103,7 @@ func TestDialPort(t *testing.T) {
 			_, err = f.s.DialPort(context.Background(), rec.ID, port)
 			wantCode(t, "DialPort(closed port)", err, job.CodeSessionPortUnreachable)
 
-			if _, err := f.s.Delete(rec.ID); err != nil {
+			if _, err := f.s.Delete(context.Background(), rec.ID); err != nil {
 				t.Fatal(err)
 			}
 			_, err = f.s.DialPort(context.Background(), rec.ID, port)

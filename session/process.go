@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -42,6 +43,30 @@ const maxTagBytes = 256
 // sandbox's longest timeout. MaxProcesses may run at once in a sandbox
 // (one more is session.limit_reached).
 func (s *Service) StartProcess(ctx context.Context, id string, req ProcessRequest) (ProcessInfo, error) {
+	c := &call{tool: AuditProcessStart, args: map[string]any{"argv": req.Argv, "pty": req.Pty != nil}}
+	putIf(c.args, "cwd", req.Cwd)
+	putIf(c.args, "tag", req.Tag)
+	if keys := envKeys(req.Env); keys != nil {
+		c.args["env_keys"] = keys
+	}
+	var info ProcessInfo
+	err := s.audited(id, c, func() error {
+		var err error
+		info, err = s.startProcess(ctx, id, req)
+		if err == nil {
+			c.result = map[string]any{"pid": info.PID, "run_id": info.RunID}
+		} else if runID := job.AsError(err).Details["run_id"]; runID != nil {
+			c.result = map[string]any{"run_id": runID}
+		}
+		return err
+	})
+	if err != nil {
+		return ProcessInfo{}, err
+	}
+	return info, nil
+}
+
+func (s *Service) startProcess(ctx context.Context, id string, req ProcessRequest) (ProcessInfo, error) {
 	if len(req.Argv) == 0 {
 		return ProcessInfo{}, job.Errorf(job.CodeInvalidRequest, "argv must not be empty").With("field", "argv")
 	}
@@ -205,17 +230,27 @@ func (s *Service) Process(id string, pid int) (ProcessInfo, error) {
 // group, the runner's kill grace, KILL; its run is recorded canceled)
 // and returns it once it ended. An ended process is answered as it is.
 func (s *Service) KillProcess(ctx context.Context, id string, pid int) (ProcessInfo, error) {
-	pc, err := s.process(id, pid, StateRunning)
+	var info ProcessInfo
+	c := &call{tool: AuditProcessKill, args: map[string]any{"pid": pid}}
+	err := s.audited(id, c, func() error {
+		pc, err := s.process(id, pid, StateRunning)
+		if err != nil {
+			return err
+		}
+		pc.cancel()
+		select {
+		case <-pc.done:
+		case <-ctx.Done():
+			return job.Wrap(job.CodeRunCanceled, ctx.Err(), "the caller left before the process ended")
+		}
+		info = pc.snapshot()
+		c.result = map[string]any{"run_id": info.RunID, "status": info.Status, "exit_code": info.ExitCode}
+		return nil
+	})
 	if err != nil {
 		return ProcessInfo{}, err
 	}
-	pc.cancel()
-	select {
-	case <-pc.done:
-	case <-ctx.Done():
-		return ProcessInfo{}, job.Wrap(job.CodeRunCanceled, ctx.Err(), "the caller left before the process ended")
-	}
-	return pc.snapshot(), nil
+	return info, nil
 }
 
 // WriteStdin passes data to process pid's standard input (with a pty,
@@ -268,14 +303,26 @@ func ParseSignal(name string) (syscall.Signal, error) {
 
 // SignalProcess sends sig to process pid's group.
 func (s *Service) SignalProcess(id string, pid int, sig syscall.Signal) error {
-	pc, err := s.runningProcess(id, pid)
-	if err != nil {
-		return err
+	return s.audited(id, &call{tool: AuditProcessSignal, args: map[string]any{"pid": pid, "signal": signalName(sig)}}, func() error {
+		pc, err := s.runningProcess(id, pid)
+		if err != nil {
+			return err
+		}
+		if err := pc.p.Signal(sig); err != nil {
+			return job.Wrap(job.CodeInternal, err, "cannot signal the process")
+		}
+		return nil
+	})
+}
+
+// signalName is sig's name in signals ("TERM"), else its number.
+func signalName(sig syscall.Signal) string {
+	for name, s := range signals {
+		if s == sig {
+			return name
+		}
 	}
-	if err := pc.p.Signal(sig); err != nil {
-		return job.Wrap(job.CodeInternal, err, "cannot signal the process")
-	}
-	return nil
+	return strconv.Itoa(int(sig))
 }
 
 // ResizeProcess sets process pid's terminal size: session.no_terminal
@@ -295,4 +342,12 @@ func (s *Service) ResizeProcess(id string, pid int, size PtySize) error {
 		return job.Wrap(job.CodeInternal, err, "cannot resize the terminal")
 	}
 	return nil
+}
+
+// IsProcessExited reports whether err is a call's refusal because its
+// process has exited (session.not_running, details.state exited): a
+// door that only meant to end the process's input may ignore it.
+func IsProcessExited(err error) bool {
+	var jerr *job.Error
+	return errors.As(err, &jerr) && jerr.Code == job.CodeSessionNotRunning && jerr.Details["state"] == ProcessExited
 }

@@ -133,6 +133,15 @@ func TestProcessExitCode(t *testing.T) {
 	if last.Type != "exit" || !ok || end.ExitCode == nil || *end.ExitCode != 3 || end.Status != job.StatusFailed {
 		t.Fatalf("last event = %s %+v; want exit with exit code 3, failed", last.Type, last.Data)
 	}
+	// Its input cannot be ended any more: IsProcessExited says why (a
+	// door closing the input of a process that ended at once ignores it).
+	err = f.s.WriteStdin(context.Background(), id, info.PID, nil, true)
+	if !session.IsProcessExited(err) {
+		t.Fatalf("WriteStdin(eof) after the exit = %v; want IsProcessExited", err)
+	}
+	if session.IsProcessExited(job.Errorf(job.CodeSessionNotRunning, "sandbox paused")) {
+		t.Fatal("IsProcessExited of a paused sandbox's refusal = true")
+	}
 }
 
 // TestProcessPolicyDenied: the sandbox's policy holds at a process's
@@ -165,7 +174,7 @@ func TestProcessesDieWithSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.s.Delete(id); err != nil {
+			if _, err := f.s.Delete(context.Background(), id); err != nil {
 				t.Fatal(err)
 			}
 			res, err := f.r.Store().ReadResult(info.RunID)

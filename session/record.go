@@ -21,7 +21,7 @@ const (
 	StatePaused   State = "paused"
 	StateStopped  State = "stopped" // deleted by its caller
 	StateFailed   State = "failed"  // could not start, or died with serve
-	StateExpired  State = "expired" // its timeout_s ran out
+	StateExpired  State = "expired" // its timeout_s ran out (or idle, or paused too long)
 )
 
 // States lists every state, in life order.
@@ -94,6 +94,10 @@ type Record struct {
 	AutoPause    bool   `json:"auto_pause,omitempty"`
 	PausedBy     string `json:"paused_by,omitempty"`
 	EndReason    string `json:"end_reason,omitempty"`
+	// OnTimeout ("end" or "pause") and AutoResume: timeout.go. A record
+	// written before they existed has neither: "end".
+	OnTimeout  string `json:"on_timeout,omitempty"`
+	AutoResume bool   `json:"auto_resume,omitempty"`
 	// Env is every process's default environment (env.go); Secrets
 	// names its secrets, never their values (secrets.go).
 	Env     map[string]string `json:"env,omitempty"`

@@ -56,6 +56,10 @@ type Config struct {
 	// (0: never idle); MaxIdleTimeout the most it may set (default
 	// MaxTimeout). See idle.go.
 	DefaultIdleTimeout, MaxIdleTimeout time.Duration
+	// MaxPaused is how long a sandbox paused at its timeout (on_timeout
+	// "pause") is held before it ends expired (default DefaultMaxPaused).
+	// See timeout.go.
+	MaxPaused time.Duration
 	// MaxSandboxes caps the live sandboxes (default 16); MaxPerOwner
 	// those of one owner (WithOwner: the token that created them; 0: no
 	// cap of its own). See caps.go.
@@ -150,6 +154,8 @@ type handle struct {
 	// act is when it was last used and what is attached (idle.go; its
 	// own lock).
 	act activity
+	// audit is its audit log (audit.go; set before it is live).
+	audit *auditLog
 	// dir, when set, is what to remove when it ends (a pooled sandbox's
 	// directory, its workspace inside) instead of the record's
 	// workspace.
@@ -176,6 +182,9 @@ func New(cfg Config) (*Service, error) {
 		cfg.MaxIdleTimeout = cfg.MaxTimeout
 	}
 	cfg.DefaultIdleTimeout = min(max(cfg.DefaultIdleTimeout, 0), cfg.MaxIdleTimeout)
+	if cfg.MaxPaused <= 0 {
+		cfg.MaxPaused = DefaultMaxPaused
+	}
 	if cfg.MaxSandboxes <= 0 {
 		cfg.MaxSandboxes = DefaultMaxSandboxes
 	}

@@ -3,6 +3,7 @@ package session_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/agent-runner/agent-runner/job"
@@ -166,5 +167,20 @@ func TestShellDeniedAtEveryExec(t *testing.T) {
 	}
 	if ok := f.exec(t, id, "cat", "/dev/null"); ok.Status != job.StatusCompleted {
 		t.Errorf("exec cat after the denial = %s %+v; want completed", ok.Status, ok.Error)
+	}
+}
+
+// TestImageRefused: a create naming an image is refused with its field
+// (no backend runs images yet), and nothing is left behind.
+func TestImageRefused(t *testing.T) {
+	f := newFixture(t, "local_process", nil)
+	_, _, err := f.s.Create(context.Background(), session.CreateRequest{Image: "python:3.12"})
+	wantCode(t, "Create with an image", err, job.CodeInvalidRequest)
+	var jerr *job.Error
+	if !errors.As(err, &jerr) || jerr.Details["field"] != "image" {
+		t.Fatalf("Create with an image = %v, want details.field image", err)
+	}
+	if recs, err := f.s.List(session.Filter{}); err != nil || len(recs) != 0 {
+		t.Fatalf("List after a refused create = %v, %v; want none", recs, err)
 	}
 }

@@ -37,7 +37,7 @@ func TestUsagePausedCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	grows(t, f, id, paused.CPUTimeMS)
-	rec, err := f.s.Delete(id)
+	rec, err := f.s.Delete(context.Background(), id)
 	if err != nil || rec.Usage == nil || rec.Usage.CPUTimeMS <= paused.CPUTimeMS {
 		t.Errorf("Delete = usage %+v, %v; want the last usage kept", rec.Usage, err)
 	}

@@ -21,6 +21,11 @@ const (
 	EventToolCall   = "tool_call"
 	EventToolResult = "tool_result"
 	EventRunEnd     = "run_end"
+	// EventSandboxCall is one call on a kept sandbox (package session):
+	// the operation in Tool, its request in Args, its outcome in OK,
+	// Code, Error and Result. A sandbox's log opens with run_start and
+	// ends with run_end like a capability run's.
+	EventSandboxCall = "sandbox_call"
 )
 
 // Genesis is prev_sha256 of the first line.
@@ -37,7 +42,7 @@ type Event struct {
 	Mode     string          `json:"mode,omitempty"`
 	Manifest string          `json:"manifest_sha256,omitempty"`
 	Policy   json.RawMessage `json:"policy,omitempty"`
-	// tool_call / tool_result
+	// tool_call / tool_result / sandbox_call
 	Call    int64           `json:"call,omitempty"`
 	Tool    string          `json:"tool,omitempty"`
 	Args    json.RawMessage `json:"args,omitempty"`

@@ -10,10 +10,10 @@ import (
 
 // newAuditCmd is `agent-runner audit` (verify).
 func newAuditCmd() *cobra.Command {
-	auditCmd := &cobra.Command{Use: "audit", Short: "Inspect agent run audit logs"}
+	auditCmd := &cobra.Command{Use: "audit", Short: "Inspect audit logs (capability runs, kept sandboxes)"}
 	var asJSON bool
 	verify := &cobra.Command{
-		Use:   "verify RUN_DIR|audit.jsonl",
+		Use:   "verify RUN_DIR|SANDBOX_DIR|audit.jsonl",
 		Short: "Check an audit log's hash chain; exits 1 with the broken line on tampering",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

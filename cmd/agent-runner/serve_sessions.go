@@ -31,6 +31,7 @@ import (
 type sessionFlags struct {
 	defaultTimeout, maxTimeout   time.Duration
 	defaultIdle, maxIdle         time.Duration
+	maxPaused                    time.Duration
 	max, maxPerToken             int
 	memOvercommit, cpuOvercommit float64
 	maxFileBytes                 int64
@@ -48,6 +49,7 @@ func (f *sessionFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxTimeout, "sandbox-max-timeout", session.DefaultMaxTimeout, "the most timeout_s a kept sandbox may set")
 	fs.DurationVar(&f.defaultIdle, "sandbox-default-idle-timeout", 0, "idle timeout of a kept sandbox that sets no idle_timeout_s (0: never idle); idle, it is paused with auto_pause, else ends expired")
 	fs.DurationVar(&f.maxIdle, "sandbox-max-idle-timeout", 0, "the most idle_timeout_s a kept sandbox may set (default: --sandbox-max-timeout)")
+	fs.DurationVar(&f.maxPaused, "sandbox-max-paused", session.DefaultMaxPaused, "how long a kept sandbox created with on_timeout pause is held paused after its timeout before it ends expired (end_reason paused_too_long)")
 	fs.IntVar(&f.max, "max-sandboxes", session.DefaultMaxSandboxes, "most kept sandboxes alive at once in this process; beyond it a create answers 429 session.limit_reached")
 	fs.IntVar(&f.maxPerToken, "max-sandboxes-per-token", 0, "most kept sandboxes alive at once created by one token (its name; 0: only --max-sandboxes)")
 	fs.Float64Var(&f.memOvercommit, "sandbox-memory-overcommit", 0, "when positive, the live sandboxes' memory_mb together stay within the host's memory times this ratio (0: no cap)")
@@ -85,8 +87,8 @@ type sessionDeps struct {
 // newSessionService builds the session service over <store>/sessions,
 // ending the records of sandboxes that died with the last process.
 func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) {
-	if f.maxPerToken < 0 || f.memOvercommit < 0 || f.cpuOvercommit < 0 {
-		return nil, usageError{errors.New("--max-sandboxes-per-token, --sandbox-memory-overcommit and --sandbox-cpu-overcommit must not be negative")}
+	if f.maxPerToken < 0 || f.memOvercommit < 0 || f.cpuOvercommit < 0 || f.maxPaused < 0 {
+		return nil, usageError{errors.New("--max-sandboxes-per-token, --sandbox-memory-overcommit, --sandbox-cpu-overcommit and --sandbox-max-paused must not be negative")}
 	}
 	recs, err := store.OpenRecords(filepath.Join(d.StoreDir, store.Sessions.Dir), store.Sessions)
 	if err != nil {
@@ -115,7 +117,7 @@ func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) 
 		Runner: d.Runner, Records: recs, Backends: enabledBackends(d.Backends, d.UnsafeLocalProcess), DefaultBackend: d.DefaultBackend,
 		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, Max: rc.Max, Defaults: rc.Defaults,
 		DefaultTimeout: f.defaultTimeout, MaxTimeout: f.maxTimeout, MaxSandboxes: f.max, MaxFileBytes: f.maxFileBytes,
-		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle,
+		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle, MaxPaused: f.maxPaused,
 		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
 		Egress: rc.Egress, AllowHostNetwork: rc.AllowHostNetwork,
 		Secrets: secrets, Policy: pol, Events: d.Events, Feed: d.Feed, Saved: d.Saved, Recorded: d.Recorded,
@@ -131,7 +133,8 @@ func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) 
 // --workspace-root, their state changes on serve's event bus, each
 // create counted against its token (tokens) and its secrets taken from
 // the secrets file (--secrets-file, the agent tasks' too). The reaper
-// ends expired sandboxes, and pauses or ends idle ones, every second
+// ends expired sandboxes (or pauses them: on_timeout pause, held for
+// --sandbox-max-paused), and pauses or ends idle ones, every second
 // until ctx ends. acrossHosts (--nats or --nats-listen) adds remote
 // workers: creates are placed on them or here, and every call for a
 // sandbox on a worker is routed there (sessionremote; docs/sessions.md

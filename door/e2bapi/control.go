@@ -222,7 +222,7 @@ func (d *Door) kill(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	if _, err := d.cfg.Sessions.Delete(id); err != nil {
+	if _, err := d.cfg.Sessions.Delete(r.Context(), id); err != nil {
 		writeHTTPError(w, err)
 		return
 	}
@@ -301,7 +301,10 @@ func (d *Door) pause(w http.ResponseWriter, r *http.Request) {
 }
 
 // connect resumes a paused sandbox (201) or answers a running one (200),
-// setting its timeout when the body names one.
+// setting its timeout when the body names one (a sandbox paused at its
+// timeout otherwise runs its timeout_s again). autoPause, the legacy
+// resume's way to change what the timeout does, is not offered: it is
+// set at create.
 func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
 	var b struct {
 		Timeout   *int64 `json:"timeout"`
@@ -317,7 +320,7 @@ func (d *Door) connect(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, notSupported("resuming by reboot (memory: false)"))
 		return
 	case b.AutoPause != nil && *b.AutoPause:
-		writeHTTPError(w, notSupported("autoPause (pausing at the timeout)"))
+		writeHTTPError(w, notSupported("autoPause at resume (set lifecycle onTimeout 'pause' at create)"))
 		return
 	}
 	id := r.PathValue("id")

@@ -54,7 +54,9 @@ func given(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "nu
 // says what of it is not supported; internet is the network that
 // allow_internet_access true gets (Config.Internet), defined whether the
 // operator defined a sandbox template of that name (Service.HasTemplate).
-// templateID names the operator's template of the same name
+// autoPause (lifecycle onTimeout 'pause') is on_timeout "pause" and
+// autoResume auto_resume (the session service refuses it without
+// autoPause). templateID names the operator's template of the same name
 // (--sandbox-templates: its limits, policy, network, env and warm pool);
 // "base", the SDK's default, is the operator's default sandbox unless a
 // template named base is defined; any other id is not found.
@@ -76,11 +78,15 @@ func sessionRequest(b createBody, internet *session.Network, defined func(string
 		}
 		req.TimeoutS = *b.Timeout
 	}
+	if b.AutoPause != nil && *b.AutoPause {
+		req.OnTimeout = session.OnTimeoutPause
+	}
+	if b.AutoResume != nil && b.AutoResume.Enabled {
+		req.AutoResume = true
+	}
 	switch {
-	case b.AutoPause != nil && *b.AutoPause, b.AutoPauseMemory != nil:
-		return req, notSupported("autoPause (pausing at the timeout; a sandbox is killed at its timeout)")
-	case b.AutoResume != nil && b.AutoResume.Enabled:
-		return req, notSupported("autoResume")
+	case b.AutoPauseMemory != nil && !*b.AutoPauseMemory:
+		return req, notSupported("autoPauseMemory false (onTimeout keepMemory: false, a filesystem-only snapshot; a paused sandbox keeps its memory)")
 	case given(b.MCP):
 		return req, notSupported("mcp (the MCP gateway template)")
 	case given(b.IAM):

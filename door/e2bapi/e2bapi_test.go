@@ -32,6 +32,14 @@ const (
 // service, its control plane behind the test's token file.
 func newServer(t *testing.T) *httptest.Server {
 	t.Helper()
+	srv, _ := newServerWith(t, nil)
+	return srv
+}
+
+// newServerWith is newServer with the session service's config edited
+// by edit (nil: as it is), and the service.
+func newServerWith(t *testing.T, edit func(*session.Config)) (*httptest.Server, *session.Service) {
+	t.Helper()
 	dir := t.TempDir()
 	set := backend.Set{"local_process": localprocess.Backend{}}
 	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", Backends: set})
@@ -42,7 +50,11 @@ func newServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.New(session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true})
+	cfg := session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := session.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +73,7 @@ func newServer(t *testing.T) *httptest.Server {
 	mux.Handle(door.Prefix()+"/", door)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, s
 }
 
 // call sends one request and returns its status and body.
@@ -128,7 +140,8 @@ func TestControlPlane(t *testing.T) {
 		{"GET", srv.URL + "/e2b/v2/sandboxes?state=paused", sessionsKey, "", 200, "[]"},
 		{"GET", base, sessionsKey, "", 200, `"state":"running"`},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"base","bogus":1}`, 400, "bogus"},
-		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"autoPause":true}`, 501, "autoPause"},
+		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"autoPause":true,"autoPauseMemory":false}`, 501, "autoPauseMemory"},
+		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"autoResume":{"enabled":true}}`, 400, "auto_resume"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"templateID":"python"}`, 404, "python"},
 		{"POST", srv.URL + "/e2b/v2/sandboxes", sessionsKey, `{"allow_internet_access":true}`, 403, "no internet"},
 		{"POST", base + "/timeout", sessionsKey, `{"timeout":120}`, 204, ""},

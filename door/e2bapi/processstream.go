@@ -39,8 +39,9 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return rpcError(err)
 	}
 	if req.Msg.Stdin != nil && !req.Msg.GetStdin() && req.Msg.Pty == nil {
-		// envd gives a process no input unless asked.
-		if err := p.d.cfg.Sessions.WriteStdin(ctx, id, info.PID, nil, true); err != nil {
+		// envd gives a process no input unless asked. One that already
+		// exited needs none (its output and end are still followed).
+		if err := p.d.cfg.Sessions.WriteStdin(ctx, id, info.PID, nil, true); err != nil && !session.IsProcessExited(err) {
 			return rpcError(err)
 		}
 	}

@@ -61,8 +61,9 @@ type networkJSON struct {
 	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
-// lifecycleJSON is what happens at a sandbox's timeout: it is killed
-// (auto-pause is not offered yet).
+// lifecycleJSON is what happens at a sandbox's timeout: it is killed,
+// or paused (on_timeout "pause"), then resumed by traffic when
+// autoResume.
 type lifecycleJSON struct {
 	OnTimeout  string `json:"onTimeout"`
 	AutoResume bool   `json:"autoResume"`
@@ -90,7 +91,10 @@ func listed(rec session.Record) listedJSON {
 }
 
 func (d *Door) detail(rec session.Record) detailJSON {
-	out := detailJSON{listedJSON: listed(rec), EnvdAccessToken: d.accessToken(rec.ID), Lifecycle: lifecycleJSON{OnTimeout: "kill"}}
+	out := detailJSON{listedJSON: listed(rec), EnvdAccessToken: d.accessToken(rec.ID), Lifecycle: lifecycleJSON{OnTimeout: "kill", AutoResume: rec.AutoResume}}
+	if rec.OnTimeout == session.OnTimeoutPause {
+		out.Lifecycle.OnTimeout = "pause"
+	}
 	switch rec.Network.Mode {
 	case "host":
 		out.AllowInternetAccess = true

@@ -178,12 +178,12 @@ func (h *handlers) writeFile(ctx context.Context, call *mcp.CallToolRequest, a W
 	return FileOutput{SandboxID: a.SandboxID, Path: a.Path, SizeBytes: len(data)}, nil
 }
 
-func (h *handlers) destroy(_ context.Context, call *mcp.CallToolRequest, a SandboxArgs) (session.Record, error) {
+func (h *handlers) destroy(ctx context.Context, call *mcp.CallToolRequest, a SandboxArgs) (session.Record, error) {
 	s, err := h.sessions(call)
 	if err != nil {
 		return session.Record{}, err
 	}
-	return s.Delete(a.SandboxID)
+	return s.Delete(ctx, a.SandboxID)
 }
 
 // fileMode parses octal permission bits ("" is 0644).

@@ -71,16 +71,16 @@ func post(t *testing.T, srv *httptest.Server, owner, path, body string) (int, ma
 	return resp.StatusCode, v
 }
 
-// TestCreateFields: the create's idle, env and secrets fields and the
+// TestCreateFields: the create's idle, timeout, env and secrets fields and the
 // record's answer; what is not offered is refused with its field named.
 func TestCreateFields(t *testing.T) {
 	srv := ownerServer(t, func(*session.Config) {})
-	status, rec := post(t, srv, "", "/v1/sandboxes", `{"idle_timeout_s": 30, "auto_pause": true, "env": {"A": "1"}}`)
+	status, rec := post(t, srv, "", "/v1/sandboxes", `{"idle_timeout_s": 30, "auto_pause": true, "on_timeout": "pause", "auto_resume": true, "env": {"A": "1"}}`)
 	if status != 201 {
 		t.Fatalf("create = %d %v", status, rec)
 	}
-	got := map[string]any{"idle_timeout_s": rec["idle_timeout_s"], "auto_pause": rec["auto_pause"], "env": rec["env"], "usage": rec["usage"]}
-	want := map[string]any{"idle_timeout_s": 30.0, "auto_pause": true, "env": map[string]any{"A": "1"}, "usage": nil}
+	got := map[string]any{"idle_timeout_s": rec["idle_timeout_s"], "auto_pause": rec["auto_pause"], "on_timeout": rec["on_timeout"], "auto_resume": rec["auto_resume"], "env": rec["env"], "usage": rec["usage"]}
+	want := map[string]any{"idle_timeout_s": 30.0, "auto_pause": true, "on_timeout": "pause", "auto_resume": true, "env": map[string]any{"A": "1"}, "usage": nil}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("record (-want +got):\n%s", diff)
 	}
@@ -96,6 +96,8 @@ func TestCreateFields(t *testing.T) {
 	}{
 		{`{"auto_pause": true}`, 422, job.CodeInvalidRequest, "auto_pause"},
 		{`{"idle_timeout_s": -1}`, 422, job.CodeInvalidRequest, "idle_timeout_s"},
+		{`{"on_timeout": "kill"}`, 422, job.CodeInvalidRequest, "on_timeout"},
+		{`{"auto_resume": true}`, 422, job.CodeInvalidRequest, "auto_resume"},
 		{`{"workspace": {"repository": "https://example.com/r.git"}}`, 403, job.CodeNetworkDenied, "workspace.repository"},
 		{`{"workspace": {"repository": "ssh://example.com/r.git"}}`, 403, job.CodeNetworkDenied, "workspace.repository"},
 		{`{"secrets": ["API_KEY"]}`, 403, job.CodeForbidden, "secrets"},

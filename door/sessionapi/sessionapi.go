@@ -38,6 +38,7 @@ var routes = append([]route{
 	{pattern: "GET /v1/sandboxes", h: serveList},
 	{pattern: "GET /v1/sandboxes/{id}", h: serveGet},
 	{pattern: "DELETE /v1/sandboxes/{id}", h: serveDelete},
+	{pattern: "GET /v1/sandboxes/{id}/audit", h: serveAudit},
 	{pattern: "POST /v1/sandboxes/{id}/timeout", h: serveTimeout},
 	{pattern: "POST /v1/sandboxes/{id}/pause", h: servePause},
 	{pattern: "POST /v1/sandboxes/{id}/resume", h: serveResume},
@@ -168,8 +169,22 @@ func serveGet(s *session.Service, w http.ResponseWriter, r *http.Request) {
 }
 
 func serveDelete(s *session.Service, w http.ResponseWriter, r *http.Request) {
-	rec, err := s.Delete(r.PathValue("id"))
+	rec, err := s.Delete(r.Context(), r.PathValue("id"))
 	reply(w, http.StatusOK, rec, err)
+}
+
+// serveAudit answers the sandbox's audit log (session.AuditFile) as it
+// is on disk, one JSON event per line, live or ended.
+func serveAudit(s *session.Service, w http.ResponseWriter, r *http.Request) {
+	b, err := s.AuditLog(r.PathValue("id"))
+	if err != nil {
+		httpreply.Error(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }
 
 func serveTimeout(s *session.Service, w http.ResponseWriter, r *http.Request) {

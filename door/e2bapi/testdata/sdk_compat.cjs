@@ -248,6 +248,49 @@ async function main() {
     expect(r.stdout === 'back\n', 'a command after the resume')
     return info.state
   })
+  // waitPaused polls getInfo until the sandbox is paused (the reaper
+  // runs every second), within limitMs.
+  async function waitPaused(s, limitMs) {
+    const until = Date.now() + limitMs
+    for (;;) {
+      const info = await s.getInfo()
+      if (info.state === 'paused') return info
+      expect(Date.now() < until, `paused within ${limitMs} ms, still ${info.state}`)
+      await sleep(250)
+    }
+  }
+  await step('lifecycle onTimeout pause: paused at the timeout, connect resumes it', async () => {
+    const p = await Sandbox.create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause' } })
+    try {
+      await p.files.write('kept.txt', 'kept')
+      const info = await waitPaused(p, 20_000)
+      expect(info.lifecycle && info.lifecycle.onTimeout === 'pause', `lifecycle onTimeout pause, got ${JSON.stringify(info.lifecycle)}`)
+      const again = await Sandbox.connect(p.sandboxId, { timeoutMs: 60_000 })
+      const r = await again.commands.run('cat kept.txt')
+      expect(r.stdout === 'kept', `the workspace kept over the pause, got ${JSON.stringify(r.stdout)}`)
+      const after = await again.getInfo()
+      expect(after.state === 'running', `running after connect, got ${after.state}`)
+      const left = after.endAt.getTime() - Date.now()
+      expect(left > 50_000 && left <= 61_000, `about 60 s left after connect, got ${left} ms`)
+      return [info.state, after.state]
+    } finally {
+      await p.kill()
+    }
+  })
+  await step('lifecycle autoResume: a command resumes a sandbox paused at its timeout', async () => {
+    const p = await Sandbox.create({ timeoutMs: 3_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+    try {
+      const info = await waitPaused(p, 20_000)
+      expect(info.lifecycle && info.lifecycle.autoResume === true, `lifecycle autoResume, got ${JSON.stringify(info.lifecycle)}`)
+      const r = await p.commands.run('echo woken')
+      expect(r.stdout === 'woken\n', `a command in the resumed sandbox, got ${JSON.stringify(r.stdout)}`)
+      return info.state
+    } finally {
+      await p.kill()
+    }
+  })
+  await step('lifecycle onTimeout pause without keepMemory is not supported', async () =>
+    unsupported(() => Sandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })))
   await step('Sandbox.create with envs (every command\'s default)', async () => {
     const withEnv = await Sandbox.create({ envs: { SANDBOX_GREETING: 'from-create' } })
     try {
