@@ -145,7 +145,7 @@ func TestFollowEvents(t *testing.T) {
 	if _, err := f.s.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Delete(id); err != nil {
+	if _, err := f.s.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	rest := collect(t, live)
@@ -218,17 +218,18 @@ func TestFollowEventsRefuses(t *testing.T) {
 // ends it.
 func TestFollowEventsProcessKilledByDelete(t *testing.T) {
 	f := busFixture(t)
+	ctx := context.Background()
 	id := f.create(t, session.CreateRequest{ID: "killed"}).ID
 	live := followStream(t, f, id, session.FromRecord)
 	if got := next(t, live.events).summary(); got != "session_state running" {
 		t.Fatalf("first event = %q, want the record's state, running", got)
 	}
-	proc, err := f.s.StartProcess(context.Background(), id, session.ProcessRequest{Argv: []string{"sleep", "60"}})
+	proc, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"sleep", "60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitRun(t, live.events, proc.RunID, job.StatusRunning)
-	if _, err := f.s.Delete(id); err != nil {
+	if _, err := f.s.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	got := summaries(collect(t, live))
