@@ -48,16 +48,16 @@ func (e StreamEvent) MarshalJSON() ([]byte, error) {
 
 // FollowEvents sends sandbox id's own events to send: its state changes
 // (EventState) and its runs' status changes (EventRun), each with its
-// bus sequence, in order. With after FromRecord it starts with the
-// sandbox's current state from its record (an EventState with the
-// sequence of the bus's newest event as its ID: a client that resumes
-// from it misses nothing, though it may see a state again), then live
-// events; so it does with an after beyond the bus's newest event (the
-// bus began again); otherwise with the events after sequence after. It returns nil
-// once the sandbox's final state was sent (read from the record when
-// the bus no longer has it), or when ctx ends. An unknown sandbox is
+// bus sequence, in order. With after FromRecord, or beyond the bus's
+// newest event (the bus began again), it starts with the sandbox's
+// current state from its record (an EventState with the sequence of the
+// bus's newest event as its ID: a client that resumes from it misses
+// nothing, though it may see a state again), then live events;
+// otherwise with the events after sequence after. It returns nil once
+// the sandbox's final state was sent (read from the record when the bus
+// no longer has it), or when ctx ends. An unknown sandbox is
 // job.not_found before anything is sent; a service without a Feed,
-// queue.closed.
+// queue.closed. Following does not hold the sandbox from idling.
 func (s *Service) FollowEvents(ctx context.Context, id string, after uint64, send func(StreamEvent) error) error {
 	if s.cfg.Feed == nil {
 		return job.Errorf(job.CodeQueueClosed, "this server has no event bus to follow a sandbox's events on")
