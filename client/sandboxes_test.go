@@ -27,6 +27,13 @@ import (
 // token ("tok").
 func sessionServer(t *testing.T) *client.Client {
 	t.Helper()
+	return sessionServerWith(t, nil)
+}
+
+// sessionServerWith is sessionServer with edit applied to the service's
+// config (nil: none).
+func sessionServerWith(t *testing.T, edit func(*session.Config)) *client.Client {
+	t.Helper()
 	dir := t.TempDir()
 	set := backend.Set{"local_process": localprocess.Backend{}}
 	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", Backends: set})
@@ -37,7 +44,11 @@ func sessionServer(t *testing.T) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.New(session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true})
+	cfg := session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := session.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,10 @@ type publisher struct {
 func (p *publisher) Publish(kind, id, typ string, payload any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ev := payload.(session.Event)
+	ev, ok := payload.(session.Event)
+	if !ok {
+		return nil // a run's status (RunEvent)
+	}
 	p.events = append(p.events, kind+" "+typ+" "+ev.SandboxID+" "+string(ev.State))
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/job"
 	"github.com/agent-runner/agent-runner/policy"
 	"github.com/agent-runner/agent-runner/runner"
@@ -108,10 +109,16 @@ func (s *Service) exec(ctx context.Context, id string, req ExecRequest) (ExecRes
 		// A sandbox's exec is never run again by a restart.
 		OnInterrupt: "fail",
 	}
-	res, err := s.cfg.Runner.Step(ctx, jr, runner.Options{Step: &runner.Step{Sandbox: sb, Stdin: strings.NewReader(req.Stdin)}})
+	var pid int
+	step := &runner.Step{Sandbox: sb, Stdin: strings.NewReader(req.Stdin), Started: func(runID string, p backend.Process) {
+		pid = p.ID()
+		s.publishRun(RunEvent{SandboxID: id, RunID: runID, Run: RunExec, PID: pid, Status: job.StatusRunning})
+	}}
+	res, err := s.cfg.Runner.Step(ctx, jr, runner.Options{Step: step})
 	if err != nil {
 		return ExecResult{}, err
 	}
+	s.publishRun(endedRun(id, RunExec, pid, res))
 	s.recorded(res.JobID)
 	h.mu.Lock()
 	if h.rec.State.Live() {

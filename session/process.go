@@ -112,6 +112,7 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 		pc.p, pc.info.PID, pc.info.RunID, pc.info.StartedAt = p, p.ID(), runID, s.now()
 		pc.mu.Unlock()
 		h.procs.add(pc)
+		s.publishRun(RunEvent{SandboxID: id, RunID: runID, Run: RunProcess, PID: p.ID(), Status: job.StatusRunning})
 		close(started)
 	}
 	var res job.Result
@@ -127,6 +128,7 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 		h.procs.release()
 		s.finish(h, pc, res, runErr)
 		if runErr == nil {
+			s.publishRun(endedRun(id, RunProcess, pc.snapshot().PID, res))
 			s.recorded(res.JobID)
 		}
 	}()

@@ -92,8 +92,11 @@ type Config struct {
 	// they refill (0: at once): a burst of creates is not slowed by the
 	// creation of their replacements.
 	PoolRefillDelay time.Duration
-	// Events, when set, gets every state change (EventKind).
+	// Events, when set, gets every state change and run status change
+	// (EventKind); Feed, when set, is read by FollowEvents (both serve's
+	// event bus).
 	Events Publisher
+	Feed   Feed
 	// Saved, when set, gets every record once it is written (a
 	// worker sends them to the API node: package door/sessionapi/sessionremote).
 	Saved func(Record)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,6 +107,26 @@ func TestRemoteSessionOnWorker(t *testing.T) {
 		_, err := os.Stat(filepath.Join(apiStore, "runs", res.RunID, "result.json"))
 		return err == nil
 	})
+	// The sandbox's own stream, on the API node from the bus's start:
+	// its states and its exec's run (the worker sends those), until it
+	// ends failed with its worker below.
+	type streamed struct {
+		events []string
+		err    error
+	}
+	stream := make(chan streamed, 1)
+	go func() {
+		var got streamed
+		got.err = c.FollowSandboxEvents(ctx, "far", "0", func(ev client.SandboxEvent) error {
+			if ev.Type == client.SandboxEventRun {
+				got.events = append(got.events, ev.Run+" "+ev.RunID+" "+string(ev.Status))
+			} else {
+				got.events = append(got.events, string(ev.State))
+			}
+			return nil
+		})
+		stream <- got
+	}()
 	run, err := c.Wait(ctx, res.RunID, 50*time.Millisecond)
 	if err != nil || run.Status != job.StatusCompleted || !strings.HasPrefix(run.Stdout.Text, "hello from "+workerStore) {
 		t.Errorf("the exec's run on the API node = %s %q, %v; want completed with its stdout", run.Status, run.Stdout.Text, err)
@@ -145,6 +166,11 @@ func TestRemoteSessionOnWorker(t *testing.T) {
 	got, _ := c.GetSandbox(ctx, "far")
 	if got.Error == nil || got.Error.Code != job.CodeSessionWorkerLost {
 		t.Errorf("failed sandbox's error = %+v, want %s", got.Error, job.CodeSessionWorkerLost)
+	}
+	events := <-stream
+	want := []string{"starting", "running", "exec " + res.RunID + " running", "exec " + res.RunID + " completed"}
+	if events.err != nil || len(events.events) < len(want)+1 || !slices.Equal(events.events[:len(want)], want) || events.events[len(events.events)-1] != "failed" {
+		t.Errorf("the sandbox's stream = %q, %v; want %q first, failed last", events.events, events.err, want)
 	}
 	execCtx, cancelExec = context.WithTimeout(ctx, 15*time.Second)
 	defer cancelExec()

@@ -78,6 +78,7 @@ type sessionDeps struct {
 	// SecretsFile is --secrets-file (the agent tasks' too).
 	SecretsFile string
 	Events      session.Publisher
+	Feed        session.Feed
 	Saved       func(session.Record)
 	Recorded    func(runID string)
 	Logger      *slog.Logger
@@ -119,7 +120,7 @@ func newSessionService(d sessionDeps, f sessionFlags) (*session.Service, error) 
 		DefaultIdleTimeout: f.defaultIdle, MaxIdleTimeout: f.maxIdle, MaxPaused: f.maxPaused,
 		MaxPerOwner: f.maxPerToken, MemoryOvercommit: f.memOvercommit, CPUOvercommit: f.cpuOvercommit,
 		Egress: rc.Egress, AllowHostNetwork: rc.AllowHostNetwork,
-		Secrets: secrets, Policy: pol, Events: d.Events, Saved: d.Saved, Recorded: d.Recorded,
+		Secrets: secrets, Policy: pol, Events: d.Events, Feed: d.Feed, Saved: d.Saved, Recorded: d.Recorded,
 		Logger: d.Logger.WithGroup("session"), Durable: rc.Durable,
 		Templates: templates, PoolRefillDelay: f.poolRefillDelay,
 	})
@@ -145,7 +146,7 @@ func mountSessions(ctx context.Context, d serveDeps, f sessionFlags, tokens *aut
 		return nil, usageError{errors.New("--no-local-sandboxes needs --nats or --nats-listen (sandboxes then live on remote workers)")}
 	}
 	s, err := newSessionService(sessionDeps{Runner: d.Runner, StoreDir: d.StoreDir, Backends: d.Backends, DefaultBackend: d.Backend,
-		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, SecretsFile: secretsFile, Events: d.Jobs.Queue(), Logger: d.Logger}, f)
+		UnsafeLocalProcess: d.UnsafeLocalProcess, Roots: d.Roots, SecretsFile: secretsFile, Events: d.Jobs.Queue(), Feed: d.Jobs.Queue(), Logger: d.Logger}, f)
 	if err != nil {
 		return nil, err
 	}

@@ -171,6 +171,8 @@ func newWorkerCmd() *cobra.Command {
 func hostSandboxes(ctx context.Context, q *queue.Queue, d sessionDeps, f sessionFlags) (*session.Service, error) {
 	host := sessionremote.NewHost(q.Conn(), q.WorkerID(), d.Logger.WithGroup("session"))
 	d.Saved = host.Saved
+	// Its runs' status events go to the API node, which publishes them.
+	d.Events = host
 	svc, err := newSessionService(d, f)
 	if err != nil {
 		return nil, err

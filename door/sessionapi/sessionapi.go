@@ -43,6 +43,7 @@ var routes = append([]route{
 	{pattern: "POST /v1/sandboxes/{id}/pause", h: servePause},
 	{pattern: "POST /v1/sandboxes/{id}/resume", h: serveResume},
 	{pattern: "POST /v1/sandboxes/{id}/exec", h: serveExec},
+	{pattern: EventsPattern, h: serveEvents},
 	{pattern: "GET /v1/sandboxes/{id}/files", h: serveGetFiles},
 	{pattern: "PUT /v1/sandboxes/{id}/files", h: serveWriteFile, raw: true},
 	{pattern: "DELETE /v1/sandboxes/{id}/files", h: serveRemoveFile},

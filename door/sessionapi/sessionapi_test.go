@@ -25,6 +25,13 @@ import (
 // sees the scope it asks for.
 func newServer(t *testing.T) (*httptest.Server, *[]string) {
 	t.Helper()
+	return newServerWith(t, nil)
+}
+
+// newServerWith is newServer with edit applied to the service's config
+// (nil: none).
+func newServerWith(t *testing.T, edit func(*session.Config)) (*httptest.Server, *[]string) {
+	t.Helper()
 	dir := t.TempDir()
 	set := backend.Set{"local_process": localprocess.Backend{}}
 	r, err := runner.New(runner.Config{StoreDir: filepath.Join(dir, "store"), DefaultBackend: "local_process", Backends: set})
@@ -35,7 +42,11 @@ func newServer(t *testing.T) (*httptest.Server, *[]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.New(session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true, MaxFileBytes: 8})
+	cfg := session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process", UnsafeLocalProcess: true, MaxFileBytes: 8}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := session.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

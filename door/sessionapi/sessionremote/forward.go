@@ -34,7 +34,8 @@ const (
 // a call for a sandbox placed on a worker goes to that worker while the
 // sandbox lives there, and answers session.worker_lost once its worker
 // was lost (but get and delete, which answer its record); anything
-// else is local's.
+// else, and the sandbox's events stream (sessionapi.EventsPattern: the
+// bus is this node's), is local's.
 func (r *Router) Wrap(local http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Pattern == createPattern {
@@ -44,7 +45,8 @@ func (r *Router) Wrap(local http.Handler) http.Handler {
 		id := req.PathValue("id")
 		rec, placed := r.cfg.Service.Placed(id)
 		switch {
-		case id == "" || !placed:
+		case id == "" || !placed || req.Pattern == sessionapi.EventsPattern:
+			// The events stream reads this node's bus.
 			local.ServeHTTP(w, req)
 		case rec.State.Live():
 			r.forward(w, req, rec.ID, instance(rec.Worker), nil)

@@ -53,6 +53,32 @@ func (h *Host) Saved(rec session.Record) {
 	}
 }
 
+// Publish sends a run's status (session.EventRun), an event of the
+// worker's session service (session.Config.Events), to the API node,
+// which puts it on its bus (session.Service.RelayRun): a worker may not
+// publish sandbox events itself. Anything else is dropped: a state
+// change reaches the API node with its record (Saved), which publishes
+// it there.
+func (h *Host) Publish(kind, id, typ string, payload any) error {
+	ev, ok := payload.(session.RunEvent)
+	if kind != session.EventKind || typ != session.EventRun || !ok {
+		return nil
+	}
+	h.mu.Lock()
+	inst := h.inst
+	h.mu.Unlock()
+	if inst == "" {
+		return nil
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return h.nc.Publish(inst.from()+"."+kindRun, b)
+}
+
+var _ session.Publisher = (*Host)(nil)
+
 // Run serves door (the sessions routes over svc, without authorization:
 // the API node authorized each call) until ctx ends. When the API node
 // says this worker was lost (it was not heard for too long), its

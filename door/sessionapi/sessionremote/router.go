@@ -67,7 +67,8 @@ type workerState struct {
 	lost   bool
 }
 
-// NewRouter hears the workers' heartbeats and records on cfg.Conn.
+// NewRouter hears the workers' heartbeats, records and run events on
+// cfg.Conn.
 func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.LostAfter <= 0 {
 		cfg.LostAfter = DefaultLostAfter
@@ -84,7 +85,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	for _, k := range []struct {
 		kind string
 		h    func(instance, *nats.Msg)
-	}{{kindBeat, r.heard}, {kindRecord, r.record}} {
+	}{{kindBeat, r.heard}, {kindRecord, r.record}, {kindRun, r.run}} {
 		sub, err := cfg.Conn.Subscribe(queue.SandboxesFromPrefix+"*.*."+k.kind, func(m *nats.Msg) {
 			if inst, _, ok := fromSubject(m.Subject); ok {
 				k.h(inst, m)
@@ -141,6 +142,19 @@ func (r *Router) record(inst instance, m *nats.Msg) {
 	}
 	if err := r.cfg.Service.Mirror(string(inst), rec); err != nil {
 		r.cfg.Logger.Warn("a sandbox record refused", "worker", string(inst), "id", rec.ID, "error", err)
+	}
+}
+
+// run puts a run's status a worker sent of one of its sandboxes on this
+// node's bus.
+func (r *Router) run(inst instance, m *nats.Msg) {
+	var ev session.RunEvent
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		r.cfg.Logger.Warn("a malformed sandbox run event", "worker", string(inst), "error", err)
+		return
+	}
+	if err := r.cfg.Service.RelayRun(string(inst), ev); err != nil {
+		r.cfg.Logger.Warn("a sandbox run event refused", "worker", string(inst), "id", ev.SandboxID, "run_id", ev.RunID, "error", err)
 	}
 }
 

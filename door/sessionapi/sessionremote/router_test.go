@@ -3,6 +3,8 @@ package sessionremote_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
@@ -20,6 +23,7 @@ import (
 	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/door/sessionapi/sessionremote"
 	"github.com/agent-runner/agent-runner/job"
+	"github.com/agent-runner/agent-runner/queue"
 	"github.com/agent-runner/agent-runner/runner"
 	"github.com/agent-runner/agent-runner/session"
 	"github.com/agent-runner/agent-runner/store"
@@ -59,8 +63,8 @@ func connect(t *testing.T, ns *server.Server) *nats.Conn {
 }
 
 // service is a session service on local_process over a fresh store,
-// keeping at most max sandboxes.
-func service(t *testing.T, max int, saved func(session.Record)) *session.Service {
+// keeping at most max sandboxes; edit, when set, changes its config.
+func service(t *testing.T, max int, edit func(*session.Config)) *session.Service {
 	t.Helper()
 	set := backend.Set{"local_process": localprocess.Backend{}}
 	dir := t.TempDir()
@@ -72,8 +76,12 @@ func service(t *testing.T, max int, saved func(session.Record)) *session.Service
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.New(session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process",
-		UnsafeLocalProcess: true, MaxSandboxes: max, Saved: saved})
+	cfg := session.Config{Runner: r, Records: recs, Backends: set, DefaultBackend: "local_process",
+		UnsafeLocalProcess: true, MaxSandboxes: max}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := session.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +100,12 @@ func apiNode(t *testing.T, ns *server.Server) (*httptest.Server, *sessionremote.
 // service keeps one sandbox at most.
 func apiNodeWith(t *testing.T, ns *server.Server, cfg sessionremote.RouterConfig) (*httptest.Server, *sessionremote.Router, *session.Service) {
 	t.Helper()
-	svc := service(t, 1, nil)
+	return apiNodeOver(t, ns, cfg, service(t, 1, nil))
+}
+
+// apiNodeOver is apiNodeWith over svc.
+func apiNodeOver(t *testing.T, ns *server.Server, cfg sessionremote.RouterConfig, svc *session.Service) (*httptest.Server, *sessionremote.Router, *session.Service) {
+	t.Helper()
 	cfg.Conn, cfg.Service, cfg.LostAfter = connect(t, ns), svc, 2*time.Second
 	r, err := sessionremote.NewRouter(cfg)
 	if err != nil {
@@ -116,7 +129,7 @@ func host(t *testing.T, ns *server.Server, worker string, max int, door func(*se
 	t.Helper()
 	nc := connect(t, ns)
 	h := sessionremote.NewHost(nc, worker, nil)
-	svc := service(t, max, h.Saved)
+	svc := service(t, max, func(cfg *session.Config) { cfg.Saved, cfg.Events = h.Saved, h })
 	if door == nil {
 		door = func(svc *session.Service) http.Handler {
 			mux := http.NewServeMux()
@@ -418,4 +431,113 @@ func TestRunClaims(t *testing.T) {
 		t.Errorf("another claim: %q", got)
 	default:
 	}
+}
+
+// TestEventsServedHere: a placed sandbox's own events stream is served
+// by the API node (it reads this node's bus), never forwarded to the
+// worker: here the API node's service has no bus, so it answers
+// queue.closed itself.
+func TestEventsServedHere(t *testing.T) {
+	ns := natsServer(t)
+	srv, r, _ := apiNode(t, ns)
+	host(t, ns, "wa", 4, func(svc *session.Service) http.Handler {
+		mux := http.NewServeMux()
+		sessionapi.Routes(mux, svc, func(_ string, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if req.Pattern == sessionapi.EventsPattern {
+					http.Error(w, "from the worker", http.StatusTeapot)
+					return
+				}
+				h.ServeHTTP(w, req)
+			})
+		})
+		return mux
+	})
+	waitHeard(t, r, 1)
+	if status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "here"}`, nil); status != http.StatusCreated {
+		t.Fatalf("create = %d %v", status, out)
+	}
+	if _, out := call(t, srv, "GET", "/v1/sandboxes/here", "", nil); !strings.HasPrefix(fmt.Sprint(out["worker"]), "wa.") {
+		t.Fatalf("sandbox = %v, want it on wa", out)
+	}
+	status, out := call(t, srv, "GET", "/v1/sandboxes/here/events", "", nil)
+	if status == http.StatusTeapot || errOf(out) != job.CodeQueueClosed {
+		t.Errorf("events = %d %v, want the API node's own answer, %s", status, out, job.CodeQueueClosed)
+	}
+}
+
+// TestRunEventsRelayed: a placed sandbox's own stream on the API node
+// has its state changes (from the records the worker sends) and its
+// runs' status events (which the worker sends and the API node
+// publishes); a run event a worker sends of a sandbox not placed on it
+// is refused.
+func TestRunEventsRelayed(t *testing.T) {
+	ns := natsServer(t)
+	q, err := queue.Open(context.Background(), queue.Config{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	bus := service(t, 1, func(cfg *session.Config) { cfg.Events, cfg.Feed = q, q })
+	srv, r, svc := apiNodeOver(t, ns, sessionremote.RouterConfig{}, bus)
+	host(t, ns, "wa", 4, nil)
+	waitHeard(t, r, 1)
+	if status, out := call(t, srv, "POST", "/v1/sandboxes", `{"id": "far"}`, nil); status != http.StatusCreated {
+		t.Fatalf("create = %d %v", status, out)
+	}
+	if status, out := call(t, srv, "POST", "/v1/sandboxes/far/exec", `{"argv": ["true"]}`, nil); status != http.StatusOK {
+		t.Fatalf("exec = %d %v", status, out)
+	}
+	// The run's events reach the API node's bus (after the exec's
+	// answer: they travel apart from it).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errSeen := errors.New("seen")
+	var runs []string
+	err = svc.FollowEvents(ctx, "far", 0, func(ev session.StreamEvent) error {
+		var p struct {
+			RunID  string `json:"run_id"`
+			Status string `json:"status"`
+		}
+		json.Unmarshal(ev.Payload, &p)
+		if ev.Type == session.EventRun {
+			runs = append(runs, p.RunID+" "+p.Status)
+		}
+		if p.Status == string(job.StatusCompleted) {
+			return errSeen
+		}
+		return nil
+	})
+	if err != errSeen {
+		t.Fatalf("FollowEvents = %v; runs %q", err, runs)
+	}
+	if diff := cmp.Diff([]string{"far.exec-1 running", "far.exec-1 completed"}, runs); diff != "" {
+		t.Errorf("run events on the API node (-want +got):\n%s", diff)
+	}
+	if status, out := call(t, srv, "DELETE", "/v1/sandboxes/far", "", nil); status != http.StatusOK {
+		t.Fatalf("delete = %d %v", status, out)
+	}
+	// Its stream ends with the state the worker's record says.
+	var last session.Event
+	if err := svc.FollowEvents(ctx, "far", 0, func(ev session.StreamEvent) error {
+		if ev.Type == session.EventState {
+			return json.Unmarshal(ev.Payload, &last)
+		}
+		return nil
+	}); err != nil || last.State != session.StateStopped {
+		t.Errorf("FollowEvents = %v, last state %q; want stopped, then the end", err, last.State)
+	}
+	wantErr := func(what string, err error, code job.Code) {
+		t.Helper()
+		if job.CodeOf(err) != code {
+			t.Errorf("%s: %v, want %s", what, err, code)
+		}
+	}
+	rec, _ := svc.Get("far")
+	ev := session.RunEvent{SandboxID: "far", RunID: "far.exec-9", Run: session.RunExec, Status: job.StatusCompleted}
+	wantErr("another worker", svc.RelayRun("wb.x", ev), job.CodeJobConflict)
+	other := ev
+	other.RunID = "elsewhere.exec-1"
+	wantErr("another sandbox's run", svc.RelayRun(rec.Worker, other), job.CodeInvalidRequest)
+	wantErr("its own", svc.RelayRun(rec.Worker, ev), "")
 }

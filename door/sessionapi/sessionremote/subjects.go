@@ -39,6 +39,7 @@ func (i instance) addr() natsconn.Addr {
 const (
 	kindBeat   = "beat"   // from: Heartbeat
 	kindRecord = "record" // from: a session.Record
+	kindRun    = "run"    // from: a session.RunEvent
 	kindLost   = "lost"   // to: you were declared lost
 )
 
