@@ -28,6 +28,8 @@ var domains = []string{
 	"agent/manifest", "agent/audit", "agent/gateway", "agent/launch", "agent/loop", "agent/rootfs", "agent/runs",
 	// Sessions (kept sandboxes).
 	"session",
+	// Images.
+	"image",
 }
 
 // services are the domain services the doors call.
