@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"compress/gzip"
+	"context"
 	"io"
 	"os"
 	"path"
@@ -203,3 +204,33 @@ func dockerSources(p string) ([]source, error) {
 }
 
 const typesUncompressed = "application/vnd.oci.image.layer.v1.tar"
+
+// ImportReader imports the archive read from r (an upload): it is
+// written under tmp/, at most MaxArchiveBytes of it (image.too_large
+// beyond), then imported as Import imports a file, and removed.
+func (s *Store) ImportReader(ctx context.Context, r io.Reader, opts ImportOptions) ([]Info, error) {
+	dir, done, err := s.staging("upload-")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	p := filepath.Join(dir, "archive")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot store the upload")
+	}
+	n, err := io.Copy(f, io.LimitReader(r, s.caps.MaxArchiveBytes+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, job.Wrap(job.CodeRunIOFailed, err, "cannot read the upload")
+	}
+	if n > s.caps.MaxArchiveBytes {
+		return nil, job.Errorf(job.CodeImageTooLarge, "the archive is larger than %d bytes", s.caps.MaxArchiveBytes).With("max_bytes", s.caps.MaxArchiveBytes)
+	}
+	if n == 0 {
+		return nil, invalid("the upload is empty: send an OCI layout or docker save archive")
+	}
+	return s.Import(ctx, p, opts)
+}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,5 +51,39 @@ func TestImageCLI(t *testing.T) {
 	out, _, _ = cli(t, "", "image", "ls", "--json", "--store-dir", store)
 	if strings.TrimSpace(out) != "[]" {
 		t.Errorf("image ls after rm = %q; want []", out)
+	}
+}
+
+// TestServeImages: serve mounts /v1/images with scope admin and takes an
+// archive as a raw body; a read token is refused, an admin token imports,
+// and the CLI on the same store sees the image.
+func TestServeImages(t *testing.T) {
+	addr := freeAddr(t)
+	store := t.TempDir()
+	startGuardedServe(t, addr, map[string]string{"admin-token": "admin", "read-token": "read"}, "--store-dir", store)
+	archive, err := os.ReadFile(imagetest.DockerArchive(t, map[string]string{"etc/motd": "hi\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(token string) *http.Response {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/images?tag=served:1", bytes.NewReader(archive))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := post("read-token"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("POST /v1/images with a read token = %d; want 403", resp.StatusCode)
+	}
+	if resp := post("admin-token"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /v1/images with an admin token = %d; want 201", resp.StatusCode)
+	}
+	out, errOut, code := cli(t, "", "image", "inspect", "served:1", "--store-dir", store)
+	if code != 0 || !strings.Contains(out, `"served:1"`) {
+		t.Fatalf("image inspect of the served import: exit %d: %s %s", code, out, errOut)
 	}
 }
