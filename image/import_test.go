@@ -366,3 +366,68 @@ func TestRemoveGCAndLeases(t *testing.T) {
 		t.Errorf("Remove of a removed tag = %v; want image.not_found", err)
 	}
 }
+
+// TestCrashLeavesNothingFinished: an import cut off (a staging directory
+// no process holds, a lease whose process is gone) is collected by the
+// next GC, and nothing of it is listed.
+func TestCrashLeavesNothingFinished(t *testing.T) {
+	s := openStore(t, Config{})
+	half := filepath.Join(s.Dir(), "tmp", "import-crashed", "rootfs", "etc")
+	if err := os.MkdirAll(half, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(half), 0o555)
+	stale := filepath.Join(s.Dir(), "leases", "stale")
+	os.WriteFile(stale, []byte("sha256:"+strings.Repeat("0", 64)+"\n"), 0o600)
+	if list, err := s.List(); err != nil || len(list) != 0 {
+		t.Fatalf("List = %v, %v; want nothing", list, err)
+	}
+	removed, err := s.GC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"tmp/import-crashed"}, removed); diff != "" {
+		t.Errorf("GC removed (-want +got):\n%s", diff)
+	}
+	if _, err := os.Lstat(stale); err == nil {
+		t.Error("GC kept a lease no process holds")
+	}
+	// A live import's directory (held) is left alone.
+	dir, done, err := s.staging("import-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, _ := s.GC(); len(removed) != 0 {
+		t.Errorf("GC removed %v while an import held it", removed)
+	}
+	done()
+	if _, err := os.Lstat(dir); err == nil {
+		t.Error("a finished import left its directory")
+	}
+}
+
+// TestHostileLayoutArchive: an OCI layout archive holds files and
+// directories only; a symlink or a climbing name in it is refused
+// before the layout is read.
+func TestHostileLayoutArchive(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		e    ent
+		code job.Code
+	}{
+		{"symlink", symlink("blobs/sha256/x", "/etc/shadow"), job.CodeImageInvalid},
+		{"dotdot", file("../../escaped", "x"), job.CodeImageUnsafeEntry},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore(t, Config{})
+			p := filepath.Join(t.TempDir(), "layout.tar")
+			os.WriteFile(p, layerTar(t, file("oci-layout", `{"imageLayoutVersion":"1.0.0"}`), file("index.json", `{"schemaVersion":2,"manifests":[]}`), tt.e), 0o644)
+			if _, err := s.Import(context.Background(), p, ImportOptions{}); job.CodeOf(err) != tt.code {
+				t.Fatalf("Import = %v; want %s", err, tt.code)
+			}
+			if ents, _ := os.ReadDir(filepath.Join(s.Dir(), "tmp")); len(ents) != 0 {
+				t.Errorf("tmp/ holds %d entries after a refused import", len(ents))
+			}
+		})
+	}
+}

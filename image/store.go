@@ -25,7 +25,6 @@ package image
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -398,12 +397,3 @@ func (s *Store) Resolve(ref string) (backend.Image, func(), error) {
 	}
 	return img, release, nil
 }
-
-// Images are a door's view of the store (what door/imageapi calls).
-var _ interface {
-	List() ([]Info, error)
-	Inspect(string) (Info, error)
-	Remove(string) (string, error)
-} = (*Store)(nil)
-
-func (s *Store) String() string { return fmt.Sprintf("image store %s", s.dir) }
