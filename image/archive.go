@@ -168,7 +168,9 @@ func dockerSources(p string) ([]source, error) {
 				}
 			}
 		}
-		if tag == nil && len(m) != 1 {
+		if len(m) == 1 {
+			tag = nil // the only image: no need to find it by name
+		} else if tag == nil {
 			return nil, invalid("the docker archive holds %d images and one without a tag", len(m))
 		}
 		img, err := tarball.Image(opener, tag)

@@ -314,10 +314,12 @@ func applyLayer(u *unpacker, l layerSource, diffID v1.Hash) (int64, error) {
 	blob := &countingHash{h: sha256.New()}
 	var r io.Reader = rc
 	if l.compressed {
-		br := bufio.NewReader(io.TeeReader(rc, blob))
-		if r, err = decompress(br); err != nil {
+		d, err := decompress(bufio.NewReader(io.TeeReader(rc, blob)))
+		if err != nil {
 			return 0, job.Wrap(job.CodeImageInvalid, err, "cannot decompress a layer").With("digest", l.digest)
 		}
+		defer d.Close()
+		r = d
 	}
 	tarSum := &countingHash{h: sha256.New()}
 	tr := io.TeeReader(r, tarSum)
@@ -343,19 +345,20 @@ func applyLayer(u *unpacker, l layerSource, diffID v1.Hash) (int64, error) {
 }
 
 // decompress picks gzip, zstd or none by the stream's magic bytes.
-func decompress(br *bufio.Reader) (io.Reader, error) {
+func decompress(br *bufio.Reader) (io.ReadCloser, error) {
 	magic, _ := br.Peek(4)
 	switch {
 	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
 		return gzip.NewReader(br)
 	case bytes.HasPrefix(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		d, err := zstd.NewReader(br)
+		// One goroutine, ended by Close.
+		d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
 		if err != nil {
 			return nil, err
 		}
 		return d.IOReadCloser(), nil
 	}
-	return br, nil
+	return io.NopCloser(br), nil
 }
 
 // layoutSources reads the images of an OCI layout directory for this

@@ -2,7 +2,9 @@ package image
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"crypto/sha256"
 	"os"
 	"os/exec"
@@ -13,6 +15,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/compression"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/agent-runner/agent-runner/job"
 )
@@ -429,5 +436,27 @@ func TestHostileLayoutArchive(t *testing.T) {
 				t.Errorf("tmp/ holds %d entries after a refused import", len(ents))
 			}
 		})
+	}
+}
+
+// TestZstdLayer: a zstd-compressed layer is recognised and checked like
+// a gzip one.
+func TestZstdLayer(t *testing.T) {
+	s := openStore(t, Config{})
+	raw := layerTar(t, file("z", "zstd\n"))
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }, tarball.WithCompression(compression.ZStd), tarball.WithMediaType(types.OCILayerZStd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := importOne(t, s, writeLayout(t, img, ""))
+	if b, err := os.ReadFile(filepath.Join(rootfsOf(t, s, info), "z")); err != nil || string(b) != "zstd\n" {
+		t.Fatalf("z = %q, %v", b, err)
+	}
+	if mt := info.Layers[0].MediaType; !strings.Contains(mt, "zstd") {
+		t.Errorf("media type %q; want a zstd one", mt)
 	}
 }
