@@ -1,6 +1,6 @@
 // Package imagetest builds small images for the tests of the image
-// store's doors, offline and with the standard library only: a docker
-// save archive of one layer.
+// store's doors and the acceptance scripts, offline and with the
+// standard library only: a docker save archive of one layer.
 package imagetest
 
 import (
@@ -9,18 +9,34 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
 )
 
-// DockerArchive writes a docker save archive (the layout before Docker
-// 25: manifest.json, <config hex>.json, <dir>/layer.tar) of one image
-// with one layer holding files (path: content), tagged tags, and
-// returns its path.
+// DockerArchive writes a docker save archive (WriteDockerArchive) in a
+// temporary directory of t and returns its path.
 func DockerArchive(t testing.TB, files map[string]string, tags ...string) string {
 	t.Helper()
+	out := filepath.Join(t.TempDir(), "image.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := WriteDockerArchive(f, files, tags...); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// WriteDockerArchive writes a docker save archive (the layout before
+// Docker 25: manifest.json, <config hex>.json, <dir>/layer.tar) of one
+// image with one layer holding files (path: content), tagged tags. The
+// names are written as given, hostile ones included.
+func WriteDockerArchive(w io.Writer, files map[string]string, tags ...string) error {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
 	names := make([]string, 0, len(files))
@@ -30,12 +46,14 @@ func DockerArchive(t testing.TB, files map[string]string, tags ...string) string
 	sort.Strings(names)
 	for _, n := range names {
 		if err := lw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		lw.Write([]byte(files[n]))
+		if _, err := lw.Write([]byte(files[n])); err != nil {
+			return err
+		}
 	}
 	if err := lw.Close(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	diff := sha256.Sum256(layer.Bytes())
 	config, _ := json.Marshal(map[string]any{
@@ -50,24 +68,17 @@ func DockerArchive(t testing.TB, files map[string]string, tags ...string) string
 		tags = []string{}
 	}
 	manifest, _ := json.Marshal([]map[string]any{{"Config": configName, "RepoTags": tags, "Layers": []string{layerName}}})
-	out := filepath.Join(t.TempDir(), "image.tar")
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
+	tw := tar.NewWriter(w)
 	for _, e := range []struct {
 		name string
 		body []byte
 	}{{configName, config}, {layerName, layer.Bytes()}, {"manifest.json", manifest}} {
 		if err := tw.WriteHeader(&tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(e.body))}); err != nil {
-			t.Fatal(err)
+			return err
 		}
-		tw.Write(e.body)
+		if _, err := tw.Write(e.body); err != nil {
+			return err
+		}
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return tw.Close()
 }
