@@ -322,13 +322,13 @@ func applyLayer(u *unpacker, l layerSource, diffID v1.Hash) (int64, error) {
 		r = d
 	}
 	tarSum := &countingHash{h: sha256.New()}
-	tr := io.TeeReader(r, tarSum)
+	tr := io.TeeReader(&streamCap{r: r, u: u}, tarSum)
 	if err := u.layer(tr); err != nil {
 		return 0, err
 	}
 	// Read to the end: the digests cover the whole blob.
 	if _, err := io.Copy(io.Discard, tr); err != nil {
-		return 0, job.Wrap(job.CodeImageInvalid, err, "cannot read a layer").With("digest", l.digest)
+		return 0, readErr(err, "cannot read a layer")
 	}
 	if l.compressed {
 		if _, err := io.Copy(io.Discard, io.TeeReader(rc, blob)); err != nil {
@@ -342,6 +342,28 @@ func applyLayer(u *unpacker, l layerSource, diffID v1.Hash) (int64, error) {
 		return 0, invalid("layer %s does not match its diff id %s (read %s)", l.digest, diffID, got).With("digest", l.digest)
 	}
 	return tarSum.n, nil
+}
+
+// streamCap bounds the uncompressed bytes of an image's layers: the
+// files' declared bytes plus room for headers and padding. A layer that
+// holds more (a compression bomb behind the tar's end, which the diff id
+// still covers) is image.too_large, read no further.
+type streamCap struct {
+	r io.Reader
+	u *unpacker
+}
+
+func (c *streamCap) Read(p []byte) (int, error) {
+	max := c.u.caps.MaxBytes + 4096*c.u.caps.MaxEntries + 16<<20
+	if c.u.streamed >= max {
+		return 0, job.Errorf(job.CodeImageTooLarge, "the image's layers hold more than %d bytes uncompressed", max)
+	}
+	if rest := max - c.u.streamed; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := c.r.Read(p)
+	c.u.streamed += int64(n)
+	return n, err
 }
 
 // decompress picks gzip, zstd or none by the stream's magic bytes.

@@ -460,3 +460,14 @@ func TestZstdLayer(t *testing.T) {
 		t.Errorf("media type %q; want a zstd one", mt)
 	}
 }
+
+// TestBombBehindTheTar: bytes after the tar's end (which the diff id
+// covers, so they are read) count against the store's cap.
+func TestBombBehindTheTar(t *testing.T) {
+	s := openStore(t, Config{MaxBytes: 1 << 20, MaxEntries: 10})
+	raw := append(layerTar(t, file("a", "a")), make([]byte, 32<<20)...)
+	_, err := s.Import(context.Background(), writeLayout(t, testImage(t, raw), ""), ImportOptions{})
+	if job.CodeOf(err) != job.CodeImageTooLarge {
+		t.Fatalf("Import of a layer with 32 MiB behind its tar = %v; want image.too_large", err)
+	}
+}

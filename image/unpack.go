@@ -28,8 +28,9 @@ type unpacker struct {
 	root   int
 	caps   Config
 	asRoot bool
-	// bytes and entries count what the layers declared so far.
-	bytes, entries int64
+	// bytes and entries count what the layers declared so far,
+	// streamed the uncompressed bytes read (streamCap).
+	bytes, entries, streamed int64
 	// seen are the paths the current layer created (whiteouts apply
 	// only to the layers below).
 	seen map[string]bool
@@ -91,7 +92,7 @@ func (u *unpacker) layer(r io.Reader) error {
 			return nil
 		}
 		if err != nil {
-			return job.Wrap(job.CodeImageInvalid, err, "a layer is not a valid tar")
+			return readErr(err, "a layer is not a valid tar")
 		}
 		if err := u.entry(hdr, tr); err != nil {
 			return err
@@ -179,7 +180,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		f := os.NewFile(uintptr(fd), name)
 		defer f.Close()
 		if _, err := io.CopyN(f, r, hdr.Size); err != nil {
-			return job.Wrap(job.CodeImageInvalid, err, "a layer's file is shorter than its header says").With("entry", hdr.Name)
+			return readErr(err, "a layer's file is shorter than its header says")
 		}
 		if err := u.chown(pfd, base, hdr); err != nil {
 			return err
@@ -404,6 +405,16 @@ func (u *unpacker) resolveErr(err error, entry string) error {
 		return invalid("layer entry %q: a parent is not a directory", entry).With("entry", entry)
 	}
 	return ioErr(err, entry)
+}
+
+// readErr is an error reading a layer: the stream's own coded error
+// (streamCap's image.too_large), or image.invalid.
+func readErr(err error, msg string) error {
+	var jerr *job.Error
+	if errors.As(err, &jerr) {
+		return jerr
+	}
+	return job.Wrap(job.CodeImageInvalid, err, msg)
 }
 
 func ioErr(err error, entry string) error {
