@@ -471,3 +471,24 @@ func TestBombBehindTheTar(t *testing.T) {
 		t.Fatalf("Import of a layer with 32 MiB behind its tar = %v; want image.too_large", err)
 	}
 }
+
+// TestWithoutOpenat2: where RESOLVE_IN_ROOT is missing, no symlink on an
+// entry's path is followed: such an entry is refused, nothing written.
+func TestWithoutOpenat2(t *testing.T) {
+	noResolveInRoot = true
+	defer func() { noResolveInRoot = false }()
+	s := openStore(t, Config{})
+	_, err := s.Import(context.Background(), writeLayout(t, testImage(t, layerTar(t, symlink("evil", "/etc"), file("evil/agent-runner-owned", "x"))), ""), ImportOptions{})
+	if job.CodeOf(err) != job.CodeImageUnsafeEntry {
+		t.Fatalf("Import = %v; want image.unsafe_entry", err)
+	}
+	if _, err := os.Lstat("/etc/agent-runner-owned"); err == nil {
+		os.Remove("/etc/agent-runner-owned")
+		t.Fatal("/etc/agent-runner-owned was written on the host")
+	}
+	// Plain images unpack as before.
+	info := importOne(t, s, writeLayout(t, testImage(t, layerTar(t, dir("etc"), file("etc/a", "a"), symlink("etc/b", "/etc/a"))), ""))
+	if target, err := os.Readlink(filepath.Join(rootfsOf(t, s, info), "etc/b")); err != nil || target != "/etc/a" {
+		t.Errorf("etc/b -> %q, %v", target, err)
+	}
+}

@@ -346,11 +346,18 @@ func (u *unpacker) whiteout(p string) error {
 	return nil
 }
 
+// noResolveInRoot, set by tests, makes openIn act as on a kernel
+// without openat2.
+var noResolveInRoot bool
+
 // openIn opens rel beneath the root: symlinks resolve inside it
 // (RESOLVE_IN_ROOT), or are refused where openat2 is missing.
 func (u *unpacker) openIn(rel string, flags int) (int, error) {
 	if rel == "." {
 		return unix.Openat(u.root, ".", flags|unix.O_CLOEXEC, 0)
+	}
+	if noResolveInRoot {
+		return safecopy.OpenBeneath(u.root, rel, flags)
 	}
 	how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV}
 	for {
