@@ -317,18 +317,27 @@ func (s *Store) Remove(ref string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	digest, err := s.untag(ref)
+	if err != nil {
+		return "", err
+	}
+	_, err = s.GC()
+	return digest, err
+}
+
+// untag is Remove's change of the index and records, under the lock.
+func (s *Store) untag(ref string) (string, error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return "", err
 	}
+	defer unlock()
 	idx, err := s.readTags()
 	if err != nil {
-		unlock()
 		return "", err
 	}
 	digest, ok := resolve(idx, ref)
 	if _, recErr := os.Stat(s.recordPath(digest)); !ok || (IsDigest(ref) && recErr != nil) {
-		unlock()
 		return "", notFound(ref)
 	}
 	if IsDigest(ref) {
@@ -341,18 +350,14 @@ func (s *Store) Remove(ref string) (string, error) {
 		delete(idx.Tags, ref)
 	}
 	if err := s.writeTags(idx); err != nil {
-		unlock()
 		return "", err
 	}
 	if len(tagsOf(idx, digest)) == 0 {
 		if err := os.Remove(s.recordPath(digest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			unlock()
 			return "", job.Wrap(job.CodeRunIOFailed, err, "cannot remove an image record")
 		}
 	}
-	unlock()
-	_, err = s.GC()
-	return digest, err
+	return digest, nil
 }
 
 // Resolve leases the image ref names for a sandbox: until release is
