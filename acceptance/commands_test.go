@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/agent-runner/agent-runner/image/imagetest"
 )
 
 // commands are the scripts' own commands.
@@ -36,6 +38,7 @@ var commands = map[string]func(ts *testscript.TestScript, neg bool, args []strin
 	"freeport":  cmdFreePort,
 	"terminal":  cmdTerminal,
 	"e2bsdk":    cmdE2BSDK,
+	"imagetar":  cmdImageTar,
 }
 
 // server is a serve process a script started.
@@ -424,4 +427,23 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	return b.next.RoundTrip(r)
+}
+
+// cmdImageTar writes a docker save archive of one image, one layer with
+// the files named (path=content), for the image store's scripts.
+//
+//	imagetar FILE [path=content...]
+func cmdImageTar(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 {
+		ts.Fatalf("usage: imagetar FILE [path=content...]")
+	}
+	files := map[string]string{}
+	for _, a := range args[1:] {
+		p, content, _ := strings.Cut(a, "=")
+		files[p] = content
+	}
+	f, err := os.Create(ts.MkAbs(args[0]))
+	ts.Check(err)
+	defer f.Close()
+	ts.Check(imagetest.WriteDockerArchive(f, files))
 }

@@ -75,6 +75,21 @@ const (
 	// (its heartbeats stopped, its NATS connection closed, or it does
 	// not answer); the sandbox is recorded failed with it (410).
 	CodeSessionWorkerLost Code = "session.worker_lost"
+	// CodeImageNotFound: no image in the image store has the name:tag
+	// or digest a request names (404).
+	CodeImageNotFound Code = "image.not_found"
+	// CodeImageInvalid: an import is not an OCI image layout (directory
+	// or tar archive) or a docker save archive, or a blob in it does not
+	// match its digest, or its manifest or config is malformed (422).
+	CodeImageInvalid Code = "image.invalid"
+	// CodeImageUnsafeEntry: a layer holds an entry the store refuses: a
+	// name with ".." or an absolute name, a hard link whose target is
+	// absolute, climbs out or is missing, a device node; details.entry
+	// names it (422).
+	CodeImageUnsafeEntry Code = "image.unsafe_entry"
+	// CodeImageTooLarge: an image's declared unpacked size or entry
+	// count, or an archive, is over the store's caps (413).
+	CodeImageTooLarge Code = "image.too_large"
 )
 
 // Class is the part of the code before the first dot ("policy", "run", ...).

@@ -48,10 +48,12 @@ func exitCode(err error) int {
 	b, _ := json.Marshal(map[string]any{"error": jerr})
 	fmt.Fprintln(os.Stderr, string(b))
 	switch jerr.Code.Class() {
-	case "validation", "policy":
+	case "validation", "policy", "image":
 		// A policy refusal here kept the input from becoming a job or a
 		// task (a denied job still has a result, exit 0), or is the
-		// error of a sandbox exec that never started (sandbox exec).
+		// error of a sandbox exec that never started (sandbox exec); an
+		// image.* error: the image named is not there, or an import was
+		// refused.
 		return exitInvalid
 	}
 	switch jerr.Code {

@@ -51,7 +51,7 @@ func newRootCmd() *cobra.Command {
 	// A server, its workers, and their clients.
 	root.AddCommand(newServeCmd(), newWorkerCmd(), newMCPCmd())
 	root.AddCommand(newJobCmds()...)
-	root.AddCommand(newListCmd(), newTaskCmd(), newSandboxCmd())
+	root.AddCommand(newListCmd(), newTaskCmd(), newSandboxCmd(), newImageCmd())
 	// Agents under a manifest.
 	root.AddCommand(newLaunchCmd(), newRunAgentCmd("run-agent", ""), newRunAgentCmd("run-agent-mock", "mock"), newAuditCmd())
 	root.AddCommand(newVersionCmd())

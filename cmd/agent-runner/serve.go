@@ -189,7 +189,7 @@ func serve(o serveOptions) error {
 	}
 	// The doors beside POST /v1/jobs, each mounted by a function of its
 	// own file (serve_agents.go, serve_mcp.go, serve_tasks.go,
-	// serve_sessions.go, serve_ui.go) before serve listens; ctx ends when it shuts down.
+	// serve_sessions.go, serve_images.go, serve_ui.go) before serve listens; ctx ends when it shuts down.
 	// The task store that mountTasks returns runs the workers' tasks.
 	d := serveDeps{
 		Runner: r, StoreDir: r.Store().Dir(), Logger: log, Mux: api.Mux(), Auth: api.Auth, AcceptRawBody: api.AcceptRawBody, AcceptAnyBody: api.AcceptAnyBody,
@@ -206,6 +206,9 @@ func serve(o serveOptions) error {
 	}
 	sessions, err := mountSessions(ctx, d, o.sessions, tokens, o.tasks.secretsFile, o.natsURL != "" || o.natsListen != "")
 	if err != nil {
+		return err
+	}
+	if _, err := mountImages(d, o.images); err != nil {
 		return err
 	}
 	mountMCP(d, o.mcpAllowShell, tokens, sessions)

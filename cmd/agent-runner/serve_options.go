@@ -40,6 +40,8 @@ type serveOptions struct {
 	// recordMaxBytes is --record-max-bytes: the most one record from a
 	// remote worker may carry.
 	recordMaxBytes int64
+	// images are --images-dir and --image-max-bytes (mountImages).
+	images imageServeFlags
 	// natsWorkersFile is --nats-workers: the worker credentials the
 	// embedded server's listener accepts (queue.LoadWorkers).
 	natsWorkersFile string
@@ -79,6 +81,7 @@ func (o *serveOptions) register(f *pflag.FlagSet) {
 	o.tasks.register(f, "serve")
 	o.sessions.register(f)
 	o.sessions.registerServe(f)
+	o.images.register(f)
 	f.Int64Var(&o.recordMaxBytes, "record-max-bytes", remote.DefaultMaxBytes,
 		"with --nats or --nats-listen: the most bytes one job or task record from a worker with its own store may carry here (larger records end the job or task run.io_failed)")
 	f.StringVar(&o.natsWorkersFile, "nats-workers", "",

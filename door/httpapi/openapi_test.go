@@ -18,9 +18,11 @@ import (
 	"github.com/agent-runner/agent-runner/backend/localprocess"
 	"github.com/agent-runner/agent-runner/door/agentapi"
 	"github.com/agent-runner/agent-runner/door/httpapi"
+	"github.com/agent-runner/agent-runner/door/imageapi"
 	"github.com/agent-runner/agent-runner/door/sessionapi"
 	"github.com/agent-runner/agent-runner/door/taskapi"
 	"github.com/agent-runner/agent-runner/door/ui"
+	"github.com/agent-runner/agent-runner/image"
 	"github.com/agent-runner/agent-runner/session"
 	runstore "github.com/agent-runner/agent-runner/store"
 	"github.com/agent-runner/agent-runner/task/lifecycle"
@@ -49,6 +51,7 @@ func servedRoutes() []string {
 	out = append(out, taskapi.Patterns()...)
 	out = append(out, agentapi.Patterns()...)
 	out = append(out, sessionapi.Patterns()...)
+	out = append(out, imageapi.Patterns()...)
 	for _, m := range mcpMethods {
 		out = append(out, m+" /mcp")
 	}
@@ -165,6 +168,11 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sessionapi.Routes(e.api.Mux(), sessions, e.api.Auth)
+	images, err := image.Open(image.Config{Dir: filepath.Join(t.TempDir(), "images")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	(&imageapi.Door{Store: images}).Routes(e.api.Mux(), e.api.Auth)
 	id := e.submit(e.request([]string{"true"}, "true"))
 	e.wait(id)
 	served, _ := documented(t)
@@ -173,7 +181,7 @@ func TestOpenAPIRoutesAnswer(t *testing.T) {
 		if path == "/mcp" {
 			continue
 		}
-		path = strings.NewReplacer("{job_id}", id, "{id}", "no-such-task", "{path}", "no/such/file", "{name}", "none").Replace(path)
+		path = strings.NewReplacer("{job_id}", id, "{id}", "no-such-task", "{path}", "no/such/file", "{name}", "none", "{ref}", "no-such-task").Replace(path)
 		req, _ := http.NewRequest(method, e.url+path, strings.NewReader(""))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

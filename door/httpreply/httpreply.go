@@ -17,12 +17,14 @@ import (
 // help.
 func Status(c job.Code) int {
 	switch c {
-	case job.CodeBodyTooLarge:
+	case job.CodeBodyTooLarge, job.CodeImageTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case job.CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
-	case job.CodeJobNotFound:
+	case job.CodeJobNotFound, job.CodeImageNotFound:
 		return http.StatusNotFound
+	case job.CodeImageInvalid, job.CodeImageUnsafeEntry:
+		return http.StatusUnprocessableEntity
 	case job.CodeJobConflict, job.CodeNotTerminal, job.CodeSessionNotRunning, job.CodeSessionNoTerminal, job.CodeDirectoryNotEmpty:
 		return http.StatusConflict
 	case job.CodeRangeNotSatisfiable:

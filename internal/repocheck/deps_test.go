@@ -28,13 +28,15 @@ var domains = []string{
 	"agent/manifest", "agent/audit", "agent/gateway", "agent/launch", "agent/loop", "agent/rootfs", "agent/runs",
 	// Sessions (kept sandboxes).
 	"session",
+	// Images.
+	"image",
 }
 
 // services are the domain services the doors call.
 var services = []string{"jobs", "task/taskstore", "agent/runs", "session"}
 
 // doors are the HTTP doors: each turns requests into calls of a domain.
-var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/sessionapi", "door/e2bapi", "door/mcpserver", "door/ui"}
+var doors = []string{"door/httpapi", "door/taskapi", "door/agentapi", "door/sessionapi", "door/e2bapi", "door/mcpserver", "door/ui", "door/imageapi"}
 
 // knownIssue is the issue whose work removes every known exception below.
 const knownIssue = `"One sandbox primitive under every door"`
@@ -306,7 +308,7 @@ func todaysShape() map[string][]string {
 		"hostcheck":            {"backend", "backend/linuxsandbox"},
 		"bench/sandbox":        {"backend/linuxsandbox", "runner"},
 		"cmd/agent-runner": {"agent/runs", "door/agentapi", "backend/linuxsandbox", "backend/localprocess", "door/httpapi",
-			"jobs", "door/mcpserver", "queue", "remote", "runner", "door/taskapi", "door/ui"},
+			"jobs", "door/mcpserver", "queue", "remote", "runner", "door/taskapi", "door/ui", "door/imageapi"},
 	}
 }
 
