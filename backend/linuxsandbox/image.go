@@ -115,8 +115,11 @@ func prepareImage(img backend.Image, base int) (_ *hostImage, err error) {
 		func() error { return os.Mkdir(upper, 0o700) },
 		func() error { return os.Mkdir(work, 0o700) },
 		func() error { return os.Chown(upper, owner, group) },
-		func() error { return os.Chmod(upper, os.FileMode(st.Mode&0o7777)&^os.FileMode(unix.S_ISUID|unix.S_ISGID)) },
+		func() error {
+			return os.Chmod(upper, os.FileMode(st.Mode&0o7777)&^os.FileMode(unix.S_ISUID|unix.S_ISGID))
+		},
 		func() error { return os.Chown(work, base, base) },
+		func() error { return os.Chown(dir, base, base) },
 	}
 	for _, f := range steps {
 		if err := f(); err != nil {
