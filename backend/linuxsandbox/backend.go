@@ -20,6 +20,12 @@
 // way, but its init stays pid 1 and serves a control socket: each Exec is
 // one process it starts confined as the one-shot workload is; Pause and
 // Resume use the cgroup freezer; Delete kills the init.
+//
+// A sandbox on an image (backend.Spec.Image, a root runner's; image.go)
+// has an overlay of the image's root file system and a writable layer of
+// its own as its root instead of the host view, and runs the image's
+// user, root of its user namespace by default, with a small capability
+// set.
 package linuxsandbox
 
 import (
