@@ -65,6 +65,10 @@ type Capabilities struct {
 	// Placeholder is true for a kind that is registered but runs nothing
 	// in this build (firecracker): doors never list it as enabled.
 	Placeholder bool
+	// Images is true when the backend builds a sandbox's root from
+	// Spec.Image; the runner refuses an image to any other
+	// (validation.invalid_request, field backend.image).
+	Images bool
 }
 
 // Spec is everything a backend needs to run one job. Paths are host paths.
@@ -101,6 +105,14 @@ type Spec struct {
 	// A backend that does not know the field lists neither, and the
 	// runner reports it not enforced.
 	DeniedPrograms []string
+	// Image, when set, is the image the sandbox's root is made of
+	// instead of the backend's view of the host (see Image): its RootFS
+	// is the read-only lower layer of the root, what the workload writes
+	// there goes to a layer of the sandbox's own, deleted with it, and
+	// the workload may run as root of its own user namespace. Argv[0]
+	// and Executables are then paths inside the image (ImageView). A
+	// backend without Capabilities.Images refuses the Spec.
+	Image *Image
 	// Workspace is the job's writable root.
 	Workspace Workspace
 	// Cwd is relative to the workspace root ("." for the root).

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Viewer is implemented by a backend whose workload sees only part of the
@@ -27,6 +29,10 @@ type View struct {
 	Masked []string
 	// Path is the sandbox's PATH, searched for bare program names.
 	Path []string
+	// Root, when set, is the directory every path of the view lies in:
+	// an image's root file system (ImageView). Paths are then the
+	// sandbox's own, resolved inside Root (links too), never on the host.
+	Root string
 }
 
 // ReadOnlyFlag and PathFlag are the operator's flags that widen a View;
@@ -45,6 +51,10 @@ func (v View) Visible(p string) bool {
 	}
 	if !v.within(filepath.Clean(p)) {
 		return false
+	}
+	if v.Root != "" {
+		_, err := statIn(v.Root, p)
+		return err == nil
 	}
 	real, err := filepath.EvalSymlinks(p)
 	return err == nil && v.within(real)
@@ -75,6 +85,12 @@ func under(p, dir string) bool {
 func (v View) LookPath(name string) string {
 	for _, dir := range v.Path {
 		p := filepath.Join(dir, name)
+		if v.Root != "" {
+			if st, err := statIn(v.Root, p); err == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o111 != 0 && v.within(p) {
+				return p
+			}
+			continue
+		}
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 && v.Visible(p) {
 			return p
 		}
@@ -93,6 +109,12 @@ func (v View) String() string { return strings.Join(v.Roots, " ") }
 func (v View) Explain(exe string, bare bool) string {
 	dir := filepath.Dir(exe)
 	onPath := !bare || slices.Contains(v.Path, dir)
+	if v.Root != "" {
+		if v.Visible(exe) {
+			return exe + " is in the image but " + dir + " is not on its PATH (" + strings.Join(v.Path, ":") + "); name the program by its absolute path"
+		}
+		return exe + " is not in the image"
+	}
 	if v.Visible(exe) {
 		return exe + " is in the sandbox view but " + dir + " is not on its PATH (" + strings.Join(v.Path, ":") + "); put it on " + PathFlag + " or name the program by its absolute path"
 	}

@@ -180,6 +180,12 @@ type Limits struct {
 // BackendSpec selects the backend.
 type BackendSpec struct {
 	Kind string `json:"kind,omitempty"`
+	// Image, when set, names the image (name:tag, or sha256:<hex>) the
+	// job's sandbox root is made of instead of the host's view: the
+	// runner resolves it in its image store, and a backend that runs no
+	// images refuses it (validation.invalid_request, field
+	// backend.image). Extension.
+	Image string `json:"image,omitempty"`
 }
 
 // DecodeRequest parses a RunJobRequest strictly: unknown fields, trailing

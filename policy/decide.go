@@ -199,6 +199,13 @@ func resolve(name string, rule job.CommandRule, cfg Config, pinned map[string]ba
 	if cfg.View != nil && !cfg.View.Visible(exe) {
 		return "", outsideView(name, exe, false, cfg.View)
 	}
+	if rule.SHA256 != "" && cfg.View != nil && cfg.View.Root != "" {
+		// An image's root is the workload's to rewrite (root inside): a
+		// digest checked before the run would not hold for the file it
+		// executes.
+		return "", job.Errorf(job.CodeCommandDenied, "a digest-pinned command cannot be checked in an image, whose files the workload may rewrite").
+			With("argv0", name).With("path", exe)
+	}
 	if rule.SHA256 != "" {
 		sum, id, err := fileSHA256(exe)
 		if err != nil {

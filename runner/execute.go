@@ -31,6 +31,17 @@ type execution struct {
 	// layers are the workspace directories artifacts are read from, top
 	// first (one for copy, upper then lower for overlay).
 	layers []string
+	// img is the resolved backend.image of a run in a sandbox of its
+	// own (a run in a shared sandbox has the sandbox's).
+	img *backend.Image
+}
+
+// image is the image the execution's root is made of, or nil.
+func (e *execution) image() *backend.Image {
+	if s := e.sandbox(); s != nil {
+		return s.img
+	}
+	return e.img
 }
 
 // Execute runs a prepared request (see Prepare) through the pipeline and
@@ -185,6 +196,14 @@ func (e *execution) clearUnfinished() error {
 // A returned error is the job's terminal error.
 func (e *execution) run(ctx context.Context) error {
 	t := time.Now()
+	if ref := e.req.Backend.Image; ref != "" && e.sandbox() == nil {
+		img, release, err := e.r.resolveImage(ref)
+		if err != nil {
+			return err
+		}
+		defer release()
+		e.img = img
+	}
 	dec, derr := policy.Decide(e.req, e.policyConfig())
 	e.res.PolicyDecision.Messages = dec.Messages
 	if derr != nil {
@@ -274,6 +293,7 @@ func (e *execution) run(ctx context.Context) error {
 		Stderr: e.stderr,
 	}
 	spec.Executables, spec.Pinned, spec.DeniedPrograms = dec.Executables, dec.Pinned, dec.DeniedPrograms
+	spec.Image = e.img
 	if e.req.Policy.Network == job.NetworkAllowlist {
 		bridge, stop, err := e.egressBridge(ctx, rules)
 		if err != nil {

@@ -36,6 +36,10 @@ type Config struct {
 	Defaults job.Limits
 	Max      job.Limits
 	Policy   policy.Config
+	// Images resolves the images requests name (backend.image, a
+	// sandbox's image); nil refuses every image
+	// (validation.invalid_request).
+	Images ImageResolver
 	// Egress is the egress gateway and ceiling for "allowlist" jobs; nil
 	// refuses them. AllowHostNetwork lets jobs use network "host".
 	Egress           *egress.Operator
@@ -229,6 +233,9 @@ func (r *Runner) Prepare(req *job.Request) error {
 	if req.Workspace.SnapshotStrategy == job.SnapshotOverlay && !b.Capabilities().Overlay {
 		return job.Errorf(job.CodeInvalidRequest, "workspace.snapshot_strategy: overlay needs a backend that mounts overlays").
 			With("field", "workspace.snapshot_strategy").With("backend", req.Backend.Kind)
+	}
+	if err := r.checkImage(req.Backend.Image, b, "backend.image"); err != nil {
+		return err
 	}
 	if (len(req.Workspace.ReadOnlyMounts) > 0 || len(req.Workspace.Caches) > 0) && !b.Capabilities().Binds {
 		return job.Errorf(job.CodeInvalidRequest, "workspace.readonly_mounts and workspace.caches need a backend that binds directories (linux_sandbox)").

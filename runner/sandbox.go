@@ -40,6 +40,10 @@ type SandboxSpec struct {
 	// says what held); timeout_ms is the timeout of a run whose request
 	// sets none.
 	Limits job.Limits
+	// Image, when set, names the image the sandbox's root is made of
+	// (resolved through Config.Images and held until Close); its
+	// backend must run images (backend.Capabilities.Images).
+	Image string
 	// DeniedPrograms, when non-nil, are programs no process of the
 	// sandbox may execute (backend.Spec.DeniedPrograms): policy.allow_shell
 	// false for the whole sandbox, policy.ShellPrograms(). A run whose
@@ -64,6 +68,10 @@ type Sandbox struct {
 	caps     backend.Capabilities
 	once     sync.Once
 	err      error
+	// img is the resolved Image; releaseImage lets the store have it
+	// back once the sandbox is deleted.
+	img          *backend.Image
+	releaseImage func()
 }
 
 // OpenSandbox creates the sandbox spec describes on spec.Backend. Its
@@ -92,9 +100,20 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 	if err := spec.Backend.Available(ctx); err != nil {
 		return nil, job.Wrap(job.CodeBackendUnavail, err, "backend is unavailable").With("backend", spec.Backend.Kind()).With("reason", err.Error())
 	}
+	if err := r.checkImage(spec.Image, spec.Backend, "image"); err != nil {
+		return nil, err
+	}
+	img, releaseImage := (*backend.Image)(nil), func() {}
+	if spec.Image != "" {
+		var err error
+		if img, releaseImage, err = r.resolveImage(spec.Image); err != nil {
+			return nil, err
+		}
+	}
 	spec.Limits = r.sandboxLimits(spec.Limits)
 	l := spec.Limits
 	sb, err := sbs.Create(ctx, backend.Spec{
+		Image:     img,
 		JobID:     spec.ID,
 		Workspace: backend.Workspace{Dir: spec.Workspace},
 		Cwd:       ".",
@@ -114,9 +133,10 @@ func (r *Runner) OpenSandbox(ctx context.Context, spec SandboxSpec) (*Sandbox, e
 		},
 	})
 	if err != nil {
+		releaseImage()
 		return nil, err
 	}
-	return &Sandbox{spec: spec, b: spec.Backend, sb: sb}, nil
+	return &Sandbox{spec: spec, b: spec.Backend, sb: sb, img: img, releaseImage: releaseImage}, nil
 }
 
 // sandboxLimits fills the zero sandbox-wide limits of l as a run's are
@@ -157,7 +177,12 @@ func (s *Sandbox) Backend() backend.Backend { return s.b }
 // what it holds is freed. Only the first call acts; every call returns
 // its error.
 func (s *Sandbox) Close() error {
-	s.once.Do(func() { s.err = s.sb.Delete(context.Background()) })
+	s.once.Do(func() {
+		s.err = s.sb.Delete(context.Background())
+		if s.releaseImage != nil {
+			s.releaseImage()
+		}
+	})
 	return s.err
 }
 

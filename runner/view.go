@@ -17,6 +17,13 @@ func (r *Runner) policyConfig(kind string) policy.Config {
 // policyConfig is the policy configuration of the execution: on its
 // step's backend, else on the request's kind.
 func (e *execution) policyConfig() policy.Config {
+	if img := e.image(); img != nil {
+		// Programs are the image's, resolved inside it.
+		cfg := e.r.cfg.Policy
+		view := backend.ImageView(*img)
+		cfg.View = &view
+		return cfg
+	}
 	if st := e.opts.Step; st != nil {
 		return e.r.policyConfigOn(st.Backend)
 	}

@@ -21,9 +21,6 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	} else if !store.ValidID(req.ID) {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "id %q is not a valid id (^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$)", req.ID).With("field", "id")
 	}
-	if req.Image != "" {
-		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "image %q: this server runs sandboxes over the host's view, not container images (images are not built yet)", req.Image).With("field", "image")
-	}
 	kind := validation.NormalizeKind(req.Backend)
 	if kind == "" {
 		kind = s.cfg.DefaultBackend
@@ -34,6 +31,16 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 	}
 	if !s.isolating[kind] && !s.cfg.UnsafeLocalProcess {
 		return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "backend %q does not isolate; the operator must pass --unsafe-local-process", kind).With("field", "backend")
+	}
+	if req.Image != "" {
+		// Resolved when the sandbox is opened (runner.OpenSandbox);
+		// here only whether it can run at all.
+		if s.cfg.Runner.Config().Images == nil {
+			return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "image %q: this server has no image store, so it runs no images", req.Image).With("field", "image")
+		}
+		if !b.Capabilities().Images {
+			return Record{}, spec, nil, job.Errorf(job.CodeInvalidRequest, "image %q: backend %s cannot run images (linux_sandbox run as root can)", req.Image, kind).With("field", "image").With("backend", kind)
+		}
 	}
 	limits, err := s.limits(req.Limits)
 	if err != nil {
@@ -88,10 +95,10 @@ func (s *Service) admit(req CreateRequest) (Record, runner.SandboxSpec, []egress
 		ID: req.ID, State: StateStarting, Backend: kind, CreatedAt: now, UpdatedAt: now,
 		ExpiresAt: expiry(now, timeout), TimeoutS: timeout, Workspace: ws, Network: network,
 		Limits: Limits{MemoryMB: limits.MemoryMB, CPUCount: limits.CPUCount, MaxProcesses: limits.MaxProcesses, TmpMB: limits.TmpMB},
-		Policy: req.Policy, Metadata: req.Metadata, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
+		Policy: req.Policy, Metadata: req.Metadata, Image: req.Image, IdleTimeoutS: idle, AutoPause: req.AutoPause, Env: req.Env, Secrets: req.Secrets,
 		OnTimeout: atTimeout, AutoResume: req.AutoResume,
 	}
-	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
+	spec = runner.SandboxSpec{ID: req.ID, Backend: b, Image: req.Image, Network: network.Mode, AllowedHosts: network.AllowedHosts, Limits: limits,
 		DeniedPrograms: s.deniedPrograms(req.Policy)}
 	return rec, spec, rules, nil
 }

@@ -26,8 +26,12 @@ type CreateRequest struct {
 	// Template names the operator's template whose defaults fill what
 	// the request leaves out, and whose warm pool it may claim from.
 	Template string `json:"template,omitempty"`
-	// Image names a container image for the sandbox's root; no backend
-	// runs images yet, so one is refused (admit.go), never ignored.
+	// Image names the image (name:tag, or sha256:<hex>) the sandbox's
+	// root is made of, from the server's image store, instead of the
+	// host's view: its processes run as the image's user, root of the
+	// sandbox's own user namespace by default. A server without an
+	// image store, or a backend that runs no images, refuses it
+	// (validation.invalid_request, field image: admit.go).
 	Image     string            `json:"image,omitempty"`
 	Backend   string            `json:"backend,omitempty"`
 	Workspace *Workspace        `json:"workspace,omitempty"`

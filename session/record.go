@@ -77,7 +77,9 @@ type Record struct {
 	// was built (StartWarm: claimed from the template's pool, StartCold:
 	// created for this request) and StartReason why a create was cold
 	// (the Cold* reasons).
-	Template    string `json:"template,omitempty"`
+	Template string `json:"template,omitempty"`
+	// Image is the image its root is made of, as the create named it.
+	Image       string `json:"image,omitempty"`
 	Start       string `json:"start,omitempty"`
 	StartReason string `json:"start_reason,omitempty"`
 	// Execs counts the execs run in it; LastRun is the newest one's run

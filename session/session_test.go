@@ -170,8 +170,8 @@ func TestShellDeniedAtEveryExec(t *testing.T) {
 	}
 }
 
-// TestImageRefused: a create naming an image is refused with its field
-// (no backend runs images yet), and nothing is left behind.
+// TestImageRefused: a create naming an image on a server without an
+// image store is refused with its field, and nothing is left behind.
 func TestImageRefused(t *testing.T) {
 	f := newFixture(t, "local_process", nil)
 	_, _, err := f.s.Create(context.Background(), session.CreateRequest{Image: "python:3.12"})

@@ -13,7 +13,9 @@ import (
 // warm pool. A create's own fields override the template's within the
 // operator's maxima, which hold for both.
 type Template struct {
-	Backend string      `json:"backend,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// Image is the image of the template's sandboxes (CreateRequest.Image).
+	Image   string      `json:"image,omitempty"`
 	Limits  Limits      `json:"limits,omitempty"`
 	Policy  *job.Policy `json:"policy,omitempty"`
 	Network *Network    `json:"network,omitempty"`
@@ -35,6 +37,9 @@ const MaxPool = 256
 func (t Template) apply(req CreateRequest) CreateRequest {
 	if req.Backend == "" {
 		req.Backend = t.Backend
+	}
+	if req.Image == "" {
+		req.Image = t.Image
 	}
 	l := &req.Limits
 	if l.MemoryMB == 0 {

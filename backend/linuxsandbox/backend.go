@@ -20,6 +20,12 @@
 // way, but its init stays pid 1 and serves a control socket: each Exec is
 // one process it starts confined as the one-shot workload is; Pause and
 // Resume use the cgroup freezer; Delete kills the init.
+//
+// A sandbox on an image (backend.Spec.Image, a root runner's; image.go)
+// has an overlay of the image's root file system and a writable layer of
+// its own as its root instead of the host view, and runs the image's
+// user, root of its user namespace by default, with a small capability
+// set.
 package linuxsandbox
 
 import (
@@ -29,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -91,7 +98,8 @@ func (b *Backend) Capabilities() backend.Capabilities {
 	if b.cgroupHost().writable() {
 		enforces = append(enforces, job.LimitMemory, job.LimitCPU, job.LimitProcesses)
 	}
-	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true, Binds: true}
+	return backend.Capabilities{Isolating: true, Enforces: enforces, NetworkModes: []string{job.NetworkDisabled, job.NetworkAllowlist, job.NetworkHost}, Overlay: true, Binds: true,
+		Images: os.Getuid() == 0}
 }
 
 // prepared is what the host holds for one sandbox from before its init
@@ -104,6 +112,17 @@ type prepared struct {
 	disk   *workspaceDisk
 	layers []string
 	handed bool // the disk, to the caller
+	// image is set for a sandbox on an image (image.go).
+	image *hostImage
+}
+
+// workloadHostID is the host uid (and gid) the workload's files are
+// given to: the slot's id of the workload's uid inside.
+func (p *prepared) workloadHostID() int {
+	if p.slot == nil {
+		return -1
+	}
+	return p.slot.base + p.cfg.UID
 }
 
 // release frees what p holds but a disk handed to the caller.
@@ -115,6 +134,9 @@ func (p *prepared) release() {
 		p.disk.close()
 	}
 	os.RemoveAll(p.root)
+	if p.image != nil {
+		os.RemoveAll(p.image.dir)
+	}
 }
 
 // handDisk gives the workspace disk to the caller, as Outcome.Release.
@@ -144,6 +166,11 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 	if err := shellDenyAvailable(spec, b.allowUnenforced); err != nil {
 		return nil, err
 	}
+	if spec.Image != nil {
+		if err := checkImage(spec, b.allowUnenforced); err != nil {
+			return nil, err
+		}
+	}
 	root, err := os.MkdirTemp("", "agent-runner-root-")
 	if err != nil {
 		return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot create the sandbox root")
@@ -166,11 +193,17 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 			return nil, err
 		}
 		uid, gid = workloadID, workloadID
-		if p.disk != nil {
-			if _, p.layers, err = p.disk.fill(spec.Workspace, p.slot.base+workloadID, layerOwner); err != nil {
+		if spec.Image != nil {
+			if p.image, err = prepareImage(*spec.Image, p.slot.base); err != nil {
 				return nil, err
 			}
-		} else if err := giveWorkspace(spec.Workspace, p.slot.base+workloadID, layerOwner); err != nil {
+			uid, gid = p.image.uid, p.image.gid
+		}
+		if p.disk != nil {
+			if _, p.layers, err = p.disk.fill(spec.Workspace, p.slot.base+uid, layerOwner); err != nil {
+				return nil, err
+			}
+		} else if err := giveWorkspace(spec.Workspace, p.slot.base+uid, layerOwner); err != nil {
 			return nil, job.Wrap(job.CodeBackendSetupFailed, err, "cannot hand the snapshot to the sandbox uid")
 		}
 		os.Chmod(root, 0o755)
@@ -200,7 +233,12 @@ func (b *Backend) prepare(spec backend.Spec) (_ *prepared, err error) {
 		HostNetwork: spec.Network == job.NetworkHost, EgressSocket: egressSocket, EgressCA: egressCA,
 		Executables: spec.Executables, Pinned: spec.Pinned,
 	}
-	if landlockABI() > 0 {
+	if p.image != nil {
+		// The image is the view: nothing of the host's is bound, and no
+		// program is denied (checkImage).
+		p.cfg.Image, p.cfg.ImageDir = true, p.image.dir
+		p.cfg.Toolchain, p.cfg.Masked, p.cfg.ReadOnly = nil, nil, slices.Clone(spec.ReadOnly)
+	} else if landlockABI() > 0 {
 		p.cfg.DeniedPrograms, p.cfg.SearchPath = spec.DeniedPrograms, searchPath(spec.Env)
 	}
 	if err := checkHostMounts(p.cfg); err != nil {
@@ -351,6 +389,13 @@ func (b *Backend) boot(spec backend.Spec, cfg initConfig, slot *idSlot, disk *wo
 		// First on the socket: the init takes them before the layer.
 		if err := sendHostMounts(layerSock, disk.replace(cfg.hostMounts())); err != nil {
 			return abort(job.Wrap(job.CodeBackendSetupFailed, err, "cannot give the sandbox its directories"))
+		}
+	}
+	if cfg.Image {
+		// Next: the image's root file system, before the workspace layer.
+		if err := sendImageLower(layerSock, spec.Image.RootFS, slot.base); err != nil {
+			return abort(job.Wrap(job.CodeBackendUnavail, err, "linux_sandbox cannot mount the image's root file system idmapped here").
+				With("backend", Kind).With("reason", err.Error()))
 		}
 	}
 	if cfg.LayerFD {

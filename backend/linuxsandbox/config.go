@@ -57,6 +57,14 @@ type initConfig struct {
 	// SearchPath is the workload's PATH, where denied programs are
 	// looked for besides the program directories.
 	SearchPath []string `json:"search_path,omitempty"`
+	// Image says the root is an image's (image.go): an overlay of the
+	// image, received idmapped on the layer socket after the host
+	// mounts, and of the upper and work dirs in ImageDir, a host
+	// directory sent among the host mounts. The toolchain, the masks and
+	// the operator's read-only directories are then not bound, and the
+	// root stays writable.
+	Image    bool   `json:"image,omitempty"`
+	ImageDir string `json:"image_dir,omitempty"`
 	// UID and GID run the workload inside the namespace.
 	UID int `json:"uid"`
 	GID int `json:"gid"`

@@ -3,6 +3,7 @@ package linuxsandbox
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -25,11 +26,16 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// dropBoundingSet empties the capability bounding set, so nothing the
-// workload execs (setuid binaries, file capabilities) can gain a
-// capability; no_new_privs is set by the seccomp load.
-func dropBoundingSet() error {
+// dropBoundingSet empties the capability bounding set but keep, so
+// nothing the workload execs (setuid binaries, file capabilities) can
+// gain a capability beyond them; no_new_privs is set by the seccomp
+// load. keep is empty but for root inside an image (imageCaps), which
+// execs with exactly those.
+func dropBoundingSet(keep []int) error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if slices.Contains(keep, c) {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d: %w", c, err)
 		}
@@ -55,6 +61,9 @@ func landlockABI() int {
 // denied programs (cfg.DeniedPrograms) it executes and reads everything
 // but them (execdeny.go).
 func restrictLandlock(cfg initConfig) error {
+	if cfg.Image {
+		return restrictLandlockImage(cfg)
+	}
 	ro := append([]string{"/proc"}, cfg.ReadOnly...)
 	if cfg.EgressSocket != "" {
 		ro = append(ro, egressDir)
@@ -146,4 +155,24 @@ func limitKernelCounts() error {
 		}
 	}
 	return nil
+}
+
+// restrictLandlockImage is restrictLandlock for a root made of an image:
+// the root is the sandbox's own (its upper layer), so every right is
+// granted beneath it, including refer (renames across directories, as
+// package managers do), but making device nodes and device ioctls;
+// the devices keep their rules. /proc, /dev and the binds are what the
+// mounts make them.
+func restrictLandlockImage(cfg initConfig) error {
+	all := handledFS(landlockABI())
+	root := all &^ landlock.AccessFSSet(llsys.AccessFSMakeChar|llsys.AccessFSMakeBlock|llsys.AccessFSIoctlDev)
+	devices := []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
+	if cfg.TTY {
+		devices = append(devices, "/dev/console")
+	}
+	return restrictThread([]pathRule{
+		{access: root, paths: []string{"/"}},
+		{access: readFiles | writeFiles, paths: devices},
+		{access: readFiles, paths: []string{"/dev/random", "/dev/urandom"}},
+	})
 }

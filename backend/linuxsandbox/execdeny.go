@@ -187,6 +187,10 @@ func shellDenyOn(abi int, spec backend.Spec, allowUnenforced bool) error {
 func shellWall(out backend.Outcome, spec backend.Spec) backend.Outcome {
 	switch {
 	case spec.DeniedPrograms == nil:
+	case spec.Image != nil:
+		// Only with --allow-unenforced-limits (checkImage): the
+		// command line alone was checked.
+		out.NotEnforced = append(out.NotEnforced, job.LimitShells)
 	case landlockABI() > 0:
 		out.Enforced = append(out.Enforced, job.LimitShells)
 	default:

@@ -55,6 +55,7 @@ func (c initConfig) hostMounts() []hostMount {
 	} else {
 		add(hostMount{Source: c.Workspace, NoFollow: true})
 	}
+	add(hostMount{Source: c.ImageDir, NoFollow: true})
 	for _, d := range c.ReadOnly {
 		add(hostMount{Source: d, ReadOnly: true})
 	}

@@ -68,6 +68,9 @@ func sandboxInit() initResult {
 		if ce := (*cowError)(nil); errors.As(err, &ce) {
 			return fail(cowStage, err)
 		}
+		if ie := (*imageRootError)(nil); errors.As(err, &ie) {
+			return fail(imageRootStage, err)
+		}
 		return fail("mounts", err)
 	}
 	if !cfg.HostNetwork {
@@ -84,7 +87,11 @@ func sandboxInit() initResult {
 	if err := limitKernelCounts(); err != nil {
 		return fail("limits", err)
 	}
-	if err := dropBoundingSet(); err != nil {
+	var keep []int
+	if cfg.Image && cfg.UID == 0 {
+		keep = imageCaps
+	}
+	if err := dropBoundingSet(keep); err != nil {
 		return fail("capabilities", err)
 	}
 	openOOMAdj() // before Landlock closes /proc to writes

@@ -66,6 +66,12 @@ func layerUserns(base int) (int, error) {
 func idmapUserns(uid, gid, to int) (int, error) {
 	uids := []syscall.SysProcIDMap{{ContainerID: uid, HostID: to, Size: 1}}
 	gids := []syscall.SysProcIDMap{{ContainerID: gid, HostID: to, Size: 1}}
+	return holdIDMap(uids, gids)
+}
+
+// holdIDMap returns (the caller closes it) a new user namespace with
+// the maps uids and gids, held by a short-lived process.
+func holdIDMap(uids, gids []syscall.SysProcIDMap) (int, error) {
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Args = []string{holderArg0}
 	cmd.Env = []string{}

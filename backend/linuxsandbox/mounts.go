@@ -25,7 +25,12 @@ func buildRoot(cfg initConfig) error {
 		defer r.close()
 	}
 	root := cfg.Root
-	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
+	if cfg.Image {
+		var err error
+		if root, err = mountImageRoot(cfg, r); err != nil {
+			return err
+		}
+	} else if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
 		return fmt.Errorf("root tmpfs: %w", err)
 	}
 	for _, dir := range cfg.Toolchain {
@@ -76,7 +81,7 @@ func buildRoot(cfg initConfig) error {
 	if err := buildDev(root, cfg.TTY); err != nil {
 		return fmt.Errorf("/dev: %w", err)
 	}
-	return pivot(root)
+	return pivot(root, !cfg.Image)
 }
 
 // tmpBytes is the size of the sandbox's /tmp, and of the tmpfs holding
@@ -216,8 +221,10 @@ func buildDev(root string, console bool) error {
 	return nil
 }
 
-// pivot makes root the new / and detaches the host's.
-func pivot(root string) error {
+// pivot makes root the new / and detaches the host's; with readOnly the
+// root itself becomes read-only (the host view's tmpfs; an image's root
+// stays the sandbox's to write).
+func pivot(root string, readOnly bool) error {
 	old := filepath.Join(root, ".oldroot")
 	if err := os.MkdirAll(old, 0o700); err != nil {
 		return err
@@ -233,6 +240,9 @@ func pivot(root string) error {
 	}
 	if err := os.Remove("/.oldroot"); err != nil {
 		return err
+	}
+	if !readOnly {
+		return nil
 	}
 	// The root tmpfs itself becomes read-only: only /workspace, /tmp,
 	// /dev/shm and the writable binds accept writes.

@@ -2,6 +2,7 @@ package linuxsandbox
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -73,6 +74,14 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 		return nil, err
 	}
 	env := backend.TerminalEnv(e.Env, e.Terminal)
+	if img := s.p.image; img != nil {
+		// The image's defaults under the exec's own; its working
+		// directory for an exec that names none.
+		env = backend.MergeEnv(img.img.Env, env)
+		if e.Cwd == "" && img.img.WorkingDir != "" && filepath.IsAbs(img.img.WorkingDir) {
+			cwd = filepath.Clean(img.img.WorkingDir)
+		}
+	}
 	if s.p.cfg.EgressSocket != "" {
 		env = egressEnv(env, s.p.cfg.EgressCA != "")
 	}
@@ -81,10 +90,7 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec, final bool) (*proce
 	}
 	// A terminal is opened on the sandbox's own devpts, through the
 	// init's root, so the process finds it under its /dev/pts.
-	owner := -1
-	if s.p.slot != nil {
-		owner = s.p.slot.base + workloadID
-	}
+	owner := s.p.workloadHostID()
 	stdio, err := backend.NewStdioOn(e, s.root()+"/dev/pts", owner)
 	if err != nil {
 		s.ops.Done()

@@ -112,6 +112,9 @@ func setupError(r ctlReply, err error) error {
 		// (cow.go): refused, never bound read-only instead.
 		return job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot make a copy-on-write mount here (workspace.readonly_mounts_mode copy_on_write): %s", r.Error).
 			With("stage", r.Stage).With("reason", r.Error)
+	case r.Stage == imageRootStage:
+		return job.Errorf(job.CodeBackendUnavail, "linux_sandbox cannot mount an image's root here (an overlay over an idmapped layer in a user namespace): %s", r.Error).
+			With("stage", r.Stage).With("reason", r.Error).With("backend", Kind)
 	}
 	return job.Errorf(job.CodeBackendSetupFailed, "sandbox %s failed: %s", r.Stage, r.Error).With("stage", r.Stage)
 }

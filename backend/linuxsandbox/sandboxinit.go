@@ -204,6 +204,9 @@ func startExec(cfg initConfig, req ctlRequest, fds []int) (int, error) {
 		return 0, fmt.Errorf("an exec needs an argv and three descriptors")
 	}
 	dir := filepath.Join(WorkspaceMount, req.Cwd)
+	if filepath.IsAbs(req.Cwd) {
+		dir = req.Cwd // an image's working directory, set by the runner
+	}
 	path := req.Argv[0]
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(dir, path)

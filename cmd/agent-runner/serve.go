@@ -128,6 +128,11 @@ func serve(o serveOptions) error {
 		// Nodes of one queue reachable from other processes share the store.
 		SharedStore: o.natsURL != "" || o.natsListen != "",
 	}
+	images, err := openImages(o.storeDir, o.images)
+	if err != nil {
+		return err
+	}
+	cfg.Images = images
 	// Alone on its store, serve owns it: it recovers and retains, and a
 	// second serve is refused; run, replay and mcp use it beside serve.
 	cfg.OwnStore = !cfg.SharedStore
@@ -208,9 +213,7 @@ func serve(o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := mountImages(d, o.images); err != nil {
-		return err
-	}
+	mountImages(d, images, o.images)
 	mountMCP(d, o.mcpAllowShell, tokens, sessions)
 	mountE2B(d, o.e2bPrefix, tokens, sessions)
 	mountUI(d)
