@@ -65,9 +65,13 @@ func TestScripts(t *testing.T) {
 	})
 }
 
-// condition answers the scripts' [root], [sandbox], [pytest] and [node].
+// condition answers the scripts' [root], [sandbox], [pytest], [node]
+// and [busybox] (a static busybox at /bin/busybox, for test images).
 func condition(cond string) (bool, error) {
 	switch cond {
+	case "busybox":
+		_, err := os.Stat("/bin/busybox")
+		return err == nil, nil
 	case "root":
 		return os.Geteuid() == 0, nil
 	case "sandbox":

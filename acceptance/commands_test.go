@@ -430,7 +430,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // cmdImageTar writes a docker save archive of one image, one layer with
-// the files named (path=content), for the image store's scripts.
+// the files named (path=content; content "->T" is a symlink to T, "@F" a
+// copy of host file F, executable), for the image store's scripts.
 //
 //	imagetar FILE [path=content...]
 func cmdImageTar(ts *testscript.TestScript, neg bool, args []string) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -32,9 +33,28 @@ func DockerArchive(t testing.TB, files map[string]string, tags ...string) string
 	return out
 }
 
+// entry is the layer entry of name: content "->TARGET" is a symlink to
+// TARGET, "@HOSTFILE" a copy of that host file, executable (to put
+// real programs, such as a static busybox, in a test image), anything
+// else a regular file of that content.
+func entry(name, content string) (*tar.Header, []byte, error) {
+	switch {
+	case strings.HasPrefix(content, "->"):
+		return &tar.Header{Name: name, Typeflag: tar.TypeSymlink, Linkname: content[2:], Mode: 0o777}, nil, nil
+	case strings.HasPrefix(content, "@"):
+		body, err := os.ReadFile(content[1:])
+		if err != nil {
+			return nil, nil, err
+		}
+		return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(body))}, body, nil
+	}
+	return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(content))}, []byte(content), nil
+}
+
 // WriteDockerArchive writes a docker save archive (the layout before
 // Docker 25: manifest.json, <config hex>.json, <dir>/layer.tar) of one
-// image with one layer holding files (path: content), tagged tags. The
+// image with one layer holding files (path: content, see entry), tagged
+// tags. The
 // names are written as given, hostile ones included.
 func WriteDockerArchive(w io.Writer, files map[string]string, tags ...string) error {
 	var layer bytes.Buffer
@@ -45,10 +65,14 @@ func WriteDockerArchive(w io.Writer, files map[string]string, tags ...string) er
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if err := lw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(files[n]))}); err != nil {
+		hdr, body, err := entry(n, files[n])
+		if err != nil {
 			return err
 		}
-		if _, err := lw.Write([]byte(files[n])); err != nil {
+		if err := lw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := lw.Write(body); err != nil {
 			return err
 		}
 	}
