@@ -108,7 +108,7 @@ func closeStdin(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 func terminal(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	r, w := io.Pipe()
 	defer w.Close()
-	e := sh(`test -t 0 && test -t 1 && test -t 2 && echo tty-yes; echo "term=$TERM"; echo "name=$(tty)"; stty size; read line; stty size; echo "line=$line"`)
+	e := sh(`test -t 0 && test -t 1 && test -t 2 && echo tty-yes; echo "term=$TERM"; echo "name=$(tty)"; stty size; echo "devtty=$(stty size < /dev/tty 2>&1)"; read line; stty size; echo "line=$line"`)
 	e.Stdin, e.Terminal = r, &backend.Terminal{Cols: 100, Rows: 30, Term: "xterm-conformance"}
 	p, out, _ := start(t, sb, e)
 	waitOutput(t, out, "30 100")
@@ -120,8 +120,10 @@ func terminal(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	}
 	wantExit(t, wait(t, p), 0)
 	got := strings.ReplaceAll(out.String(), "\r\n", "\n")
-	// ttyname finds it: the terminal is where the process looks.
-	for _, want := range []string{"tty-yes\n", "term=xterm-conformance\n", "name=/dev/pts/", "30 100\n", "40 120\n", "line=hello\n"} {
+	// ttyname finds it: the terminal is where the process looks; and
+	// /dev/tty, opened inside, answers the terminal's ioctls (job control
+	// in an interactive shell needs them).
+	for _, want := range []string{"tty-yes\n", "term=xterm-conformance\n", "name=/dev/pts/", "30 100\n", "devtty=30 100\n", "40 120\n", "line=hello\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("terminal output %q lacks %q", got, want)
 		}

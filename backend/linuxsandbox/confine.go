@@ -114,6 +114,7 @@ func restrictLandlock(cfg initConfig) error {
 		{access: landlock.AccessFSSet(llsys.AccessFSReadDir), paths: []string{"/"}},
 		{access: readFiles | writeFiles | x, paths: devices},
 		{access: readFiles | x, paths: []string{"/dev/random", "/dev/urandom"}},
+		{access: terminalIoctls, paths: terminals(cfg)},
 	}
 	rules = append(rules, roRules(readDirs|x, ro)...)
 	rules = append(rules, rwRules(readDirs|writeDirs|x, rw)...)
@@ -174,5 +175,18 @@ func restrictLandlockImage(cfg initConfig) error {
 		{access: root, paths: []string{"/"}},
 		{access: readFiles | writeFiles, paths: devices},
 		{access: readFiles, paths: []string{"/dev/random", "/dev/urandom"}},
+		{access: terminalIoctls, paths: terminals(cfg)},
 	})
 }
+
+// terminalIoctls is the right to use a device's ioctls (Landlock ABI 5),
+// granted on the sandbox's terminals alone: /dev/tty opened inside (an
+// interactive shell's job control asks it for the foreground group) and
+// the sandbox's own devpts, where a pty it or the runner opens lives.
+// The caller's terminal is never one of them (the runner hands the
+// sandbox a pty of its own), so TIOCSTI reaches nothing outside.
+const terminalIoctls = landlock.AccessFSSet(llsys.AccessFSIoctlDev)
+
+// terminals are the paths terminalIoctls is granted on (not
+// /dev/console: it stays as it was, read and written only).
+func terminals(initConfig) []string { return []string{"/dev/tty", "/dev/pts"} }
