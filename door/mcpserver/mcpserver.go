@@ -2,7 +2,9 @@
 // sandbox.run, sandbox.status, sandbox.artifacts and sandbox.cancel, and,
 // given a session service, the kept-sandbox tools sandbox.create,
 // sandbox.exec, sandbox.read_file, sandbox.write_file and
-// sandbox.destroy (sessions.go). Seed
+// sandbox.destroy (sessions.go), with sandbox.list, sandbox.pause,
+// sandbox.resume, sandbox.set_timeout and sandbox.list_files
+// (sessioncontrol.go). Seed
 // 001 names the tool "sandbox/run"; MCP tool names may only use
 // [A-Za-z0-9_.-], so the slash becomes a dot. Before a request is built the
 // server refuses shell strings (unless the operator allowed shells),
@@ -120,6 +122,7 @@ func New(cfg Config) *mcp.Server {
 	addTool(s, &mcp.Tool{Name: "sandbox.cancel", Description: "Cancel a queued or running job."}, h.cancel)
 	if cfg.Sessions != nil {
 		h.addSessionTools(s)
+		h.addSessionControlTools(s)
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -93,9 +94,10 @@ func sessionTools(t *testing.T, token string) (*mcp.ClientSession, string) {
 	return cs, ws
 }
 
-// TestSessionTools: create from an approved workspace, exec twice (state
-// kept), write and read files (text and bytes), destroy, through the SDK
-// client.
+// TestSessionTools: create from an approved workspace, exec (state
+// kept), write and read files (text and bytes), list files and
+// sandboxes, pause (an exec refused), resume, set the timeout, destroy,
+// through the SDK client.
 func TestSessionTools(t *testing.T) {
 	cs, ws := sessionTools(t, "ok")
 	out, isErr, text := call(t, cs, "sandbox.create", map[string]any{"id": "m-1", "workspace_path": ws, "timeout_s": 600, "metadata": map[string]any{"owner": "mcp"}})
@@ -121,6 +123,33 @@ func TestSessionTools(t *testing.T) {
 	out, _, text = call(t, cs, "sandbox.read_file", map[string]any{"sandbox_id": "m-1", "path": "hello.txt"})
 	if out["content"] != "hello over mcp\n" {
 		t.Errorf("sandbox.read_file(hello.txt) = %s", text)
+	}
+	out, isErr, text = call(t, cs, "sandbox.list_files", map[string]any{"sandbox_id": "m-1", "path": "d"})
+	if entries, _ := out["entries"].([]any); isErr || len(entries) != 1 || entries[0].(map[string]any)["path"] != "d/note.txt" {
+		t.Errorf("sandbox.list_files(d) = %s", text)
+	}
+	out, isErr, text = call(t, cs, "sandbox.list", map[string]any{"metadata": map[string]any{"owner": "mcp"}})
+	if list, _ := out["sandboxes"].([]any); isErr || len(list) != 1 || list[0].(map[string]any)["id"] != "m-1" {
+		t.Errorf("sandbox.list(owner=mcp) = %s", text)
+	}
+	out, _, text = call(t, cs, "sandbox.list", map[string]any{"state": "paused"})
+	if list, _ := out["sandboxes"].([]any); len(list) != 0 {
+		t.Errorf("sandbox.list(paused) before a pause = %s", text)
+	}
+	out, isErr, text = call(t, cs, "sandbox.pause", map[string]any{"sandbox_id": "m-1"})
+	if isErr || out["state"] != "paused" {
+		t.Fatalf("sandbox.pause = %s", text)
+	}
+	if _, isErr, text = call(t, cs, "sandbox.exec", map[string]any{"sandbox_id": "m-1", "argv": []string{"true"}}); !isErr || !strings.Contains(text, "session.not_running") {
+		t.Errorf("sandbox.exec while paused = %s, want session.not_running", text)
+	}
+	out, isErr, text = call(t, cs, "sandbox.resume", map[string]any{"sandbox_id": "m-1"})
+	if isErr || out["state"] != "running" {
+		t.Fatalf("sandbox.resume = %s", text)
+	}
+	out, isErr, text = call(t, cs, "sandbox.set_timeout", map[string]any{"sandbox_id": "m-1", "timeout_s": 120})
+	if isErr || out["timeout_s"] != float64(120) {
+		t.Fatalf("sandbox.set_timeout = %s", text)
 	}
 	out, isErr, text = call(t, cs, "sandbox.destroy", map[string]any{"sandbox_id": "m-1"})
 	if isErr || out["state"] != "stopped" || out["execs"] != float64(1) {
