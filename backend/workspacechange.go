@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"strings"
@@ -218,33 +217,4 @@ func mkdirAllBeneath(root int, rel string) (int, error) {
 		fd = next
 	}
 	return fd, nil
-}
-
-// modeOf is the fs.FileMode of a stat mode.
-func modeOf(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	switch m & unix.S_IFMT {
-	case unix.S_IFBLK:
-		mode |= fs.ModeDevice
-	case unix.S_IFCHR:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case unix.S_IFDIR:
-		mode |= fs.ModeDir
-	case unix.S_IFIFO:
-		mode |= fs.ModeNamedPipe
-	case unix.S_IFLNK:
-		mode |= fs.ModeSymlink
-	case unix.S_IFSOCK:
-		mode |= fs.ModeSocket
-	}
-	if m&unix.S_ISUID != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&unix.S_ISGID != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&unix.S_ISVTX != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }

@@ -208,7 +208,7 @@ func closeParent(root, dfd int) {
 // fileInfo describes the entry at clean from its lstat.
 func fileInfo(clean string, st *unix.Stat_t) FileInfo {
 	fi := FileInfo{Name: path.Base(clean), Path: clean, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix()).UTC()}
-	fi.Mode = modeOf(st.Mode)
+	fi.Mode = safecopy.FileMode(st.Mode)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		fi.Type = FileRegular

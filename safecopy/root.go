@@ -218,7 +218,7 @@ func regular(rel string, st *unix.Stat_t) error {
 	case unix.S_IFLNK:
 		return fmt.Errorf("%s: %w", rel, ErrSymlink)
 	}
-	return fmt.Errorf("%s: %s: %w", rel, modeOf(st.Mode).Type(), ErrNotRegular)
+	return fmt.Errorf("%s: %s: %w", rel, FileMode(st.Mode).Type(), ErrNotRegular)
 }
 
 // classify maps the resolution errnos to this package's errors.
@@ -233,10 +233,12 @@ func classify(op, p string, err error) error {
 }
 
 func infoOf(st *unix.Stat_t) Info {
-	return Info{Mode: modeOf(st.Mode), Size: st.Size, Dev: st.Dev, Ino: st.Ino, ModTime: st.Mtim.Nano(), Rdev: st.Rdev}
+	return Info{Mode: FileMode(st.Mode), Size: st.Size, Dev: st.Dev, Ino: st.Ino, ModTime: st.Mtim.Nano(), Rdev: st.Rdev}
 }
 
-func modeOf(m uint32) fs.FileMode {
+// FileMode is the fs.FileMode of a stat(2) mode: its type, permission,
+// setuid, setgid and sticky bits.
+func FileMode(m uint32) fs.FileMode {
 	mode := fs.FileMode(m & 0o777)
 	switch m & unix.S_IFMT {
 	case unix.S_IFBLK:
