@@ -144,6 +144,13 @@ type Spec struct {
 	// cannot measure (no cgroup) never call it.
 	Usage      func(Usage)
 	UsageEvery time.Duration
+	// Image, when set, is the image the sandbox's root is made of (see
+	// Image); nil is the backend's host view.
+	Image *Image
+	// Runtime names the OCI runtime a backend that drives one uses
+	// ("runc", "runsc"; the request's backend.runtime); empty is the
+	// backend's default. Other backends ignore it.
+	Runtime string
 }
 
 // Egress is a run's bridge to the egress gateway.

@@ -180,6 +180,9 @@ type Limits struct {
 // BackendSpec selects the backend.
 type BackendSpec struct {
 	Kind string `json:"kind,omitempty"`
+	// Runtime is the OCI runtime of the oci backend ("runc" or "runsc";
+	// empty: runc). Other kinds refuse it.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // DecodeRequest parses a RunJobRequest strictly: unknown fields, trailing
