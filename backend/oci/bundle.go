@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,11 +29,14 @@ var capabilities = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_SETFCAP",
 }
 
-// maskedPaths and readonlyPaths are runc's defaults (`runc spec`).
+// maskedPaths and readonlyPaths are runc's defaults (`runc spec`), and
+// two more masked. There is no /sys: nothing in it is the sandbox's.
 var (
 	maskedPaths = []string{
 		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
 		"/proc/timer_stats", "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+		// and what identifies the host's boot.
+		"/proc/cmdline", "/proc/sys/kernel/random/boot_id",
 	}
 	readonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
 )
@@ -41,7 +45,6 @@ var (
 // init bound from dir/init, the workspace at /workspace; base is the
 // slot's first host id (runc), cgroup the runtime's cgroupsPath.
 func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.Spec {
-	uid, gid := imageUser(spec.Image)
 	tmp := "mode=1777,size=65536k"
 	if spec.Limits.TmpBytes > 0 {
 		tmp = "mode=1777,size=" + strconv.FormatInt(spec.Limits.TmpBytes, 10)
@@ -50,10 +53,12 @@ func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.
 		Version: specs.Version,
 		Root:    &specs.Root{Path: "rootfs"},
 		Process: &specs.Process{
-			Args:            []string{initPath},
-			Env:             []string{},
-			Cwd:             "/",
-			User:            specs.User{UID: uid, GID: gid},
+			Args: []string{initPath},
+			Env:  []string{},
+			Cwd:  "/",
+			// nobody: the workload, root without CAP_SYS_PTRACE, cannot
+			// read the init's /proc entries.
+			User:            specs.User{UID: 65534, GID: 65534},
 			NoNewPrivileges: true,
 			Capabilities:    &specs.LinuxCapabilities{},
 			Rlimits:         []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024}},
@@ -65,7 +70,6 @@ func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.
 			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", tmp}},
 			{Destination: workspacePath, Type: "bind", Source: spec.Workspace.Dir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 			{Destination: initPath, Type: "bind", Source: "init", Options: []string{"bind", "ro", "nosuid", "nodev"}},
@@ -153,12 +157,15 @@ func resources(lim backend.Limits) *specs.LinuxResources {
 // seccompProfile is linux_sandbox's allow-list for libseccomp: the
 // native ABI only (a syscall of another ABI kills the process), the
 // allowed names, clone and unshare without namespace flags, socket for
-// the allowed families, the usual personalities; the denied names get
-// EPERM and everything else ENOSYS (a namespace flag or another socket
-// family included, where linux_sandbox answers EPERM and EAFNOSUPPORT).
+// the allowed families, the usual personalities; the denied names and a
+// namespace flag get EPERM, another socket family EAFNOSUPPORT, and
+// everything else ENOSYS. Two answers differ from linux_sandbox's
+// (ENOSYS where it says EPERM): another personality (libseccomp cannot
+// say "none of these values" for one argument) and open_tree_attr
+// (libseccomp 2.5 does not know it).
 func seccompProfile() *specs.LinuxSeccomp {
 	r := linuxsandbox.Syscalls()
-	eperm, enosys := uint(unix.EPERM), uint(unix.ENOSYS)
+	eperm, enosys, eafnosupport := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
 	s := &specs.LinuxSeccomp{
 		DefaultAction:   specs.ActErrno,
 		DefaultErrnoRet: &enosys,
@@ -170,6 +177,26 @@ func seccompProfile() *specs.LinuxSeccomp {
 				Args: []specs.LinuxSeccompArg{{Index: 0, Value: r.NamespaceFlags, ValueTwo: 0, Op: specs.OpMaskedEqual}}},
 		},
 	}
+	// A namespace flag is EPERM, as linux_sandbox answers.
+	for bit := uint64(1); bit != 0; bit <<= 1 {
+		if r.NamespaceFlags&bit != 0 {
+			s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: []string{"clone", "unshare"}, Action: specs.ActErrno, ErrnoRet: &eperm,
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: bit, ValueTwo: bit, Op: specs.OpMaskedEqual}}})
+		}
+	}
+	// A socket family allowed nowhere is EAFNOSUPPORT.
+	var maxFamily uint64
+	for _, f := range r.SocketFamilies {
+		maxFamily = max(maxFamily, uint64(f))
+	}
+	for f := uint64(0); f <= maxFamily; f++ {
+		if !slices.Contains(r.SocketFamilies, uint32(f)) {
+			s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafnosupport,
+				Args: []specs.LinuxSeccompArg{{Index: 0, Value: f, Op: specs.OpEqualTo}}})
+		}
+	}
+	s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActErrno, ErrnoRet: &eafnosupport,
+		Args: []specs.LinuxSeccompArg{{Index: 0, Value: maxFamily, Op: specs.OpGreaterThan}}})
 	for _, f := range r.SocketFamilies {
 		s.Syscalls = append(s.Syscalls, specs.LinuxSyscall{Names: []string{"socket"}, Action: specs.ActAllow,
 			Args: []specs.LinuxSeccompArg{{Index: 0, Value: uint64(f), Op: specs.OpEqualTo}}})

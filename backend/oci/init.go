@@ -35,11 +35,11 @@ func initELF() []byte {
 	le := binary.LittleEndian
 	b := make([]byte, codeOff, codeOff+len(initCode))
 	copy(b, []byte{0x7f, 'E', 'L', 'F', 2, 1, 1}) // 64-bit, little-endian, version 1, SysV ABI
-	le.PutUint16(b[16:], 2)                        // ET_EXEC
-	le.PutUint16(b[18:], 62)                       // EM_X86_64
-	le.PutUint32(b[20:], 1)                        // EV_CURRENT
-	le.PutUint64(b[24:], base+codeOff)             // entry
-	le.PutUint64(b[32:], ehsize)                   // program headers
+	le.PutUint16(b[16:], 2)                       // ET_EXEC
+	le.PutUint16(b[18:], 62)                      // EM_X86_64
+	le.PutUint32(b[20:], 1)                       // EV_CURRENT
+	le.PutUint64(b[24:], base+codeOff)            // entry
+	le.PutUint64(b[32:], ehsize)                  // program headers
 	le.PutUint16(b[52:], ehsize)
 	le.PutUint16(b[54:], phsize)
 	le.PutUint16(b[56:], 1) // one program header

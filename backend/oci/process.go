@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,6 +58,8 @@ type process struct {
 	// under runsc, where it has none).
 	pid, hostPid int
 	ooms         int64
+	mu           sync.Mutex
+	tree         []int
 	exited       chan struct{}
 	out          backend.Outcome
 }
@@ -94,7 +97,16 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec) (*process, error) {
 	if s.rt == RuntimeRunsc {
 		args = append(args, "--internal-pid-file", pidFile+".internal")
 	}
-	stdio, err := backend.NewStdio(e)
+	owner := 0
+	if s.slot != nil {
+		owner = s.slot.base
+	}
+	pts := "/dev/pts"
+	if s.rt == RuntimeRunc {
+		// The sandbox's own devpts, so the process finds its terminal.
+		pts = fmt.Sprintf("/proc/%d/root/dev/pts", s.pid)
+	}
+	stdio, err := backend.NewStdioOn(e, pts, owner)
 	if err != nil {
 		s.execs.Done()
 		return nil, err
@@ -116,6 +128,15 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec) (*process, error) {
 		close(waited)
 	}()
 	p.readPids(pidFile, waited)
+	if p.pid == 0 {
+		// The runtime ended before the workload ran: it could not be
+		// executed (the runtime said why on the process's stderr).
+		<-waited
+		stop()
+		stdio.Drain(drainWait)
+		s.execs.Done()
+		return nil, job.Errorf(job.CodeRunSpawnFailed, "the runtime could not start the program").With("argv0", e.Argv[0])
+	}
 	go p.watch(superviseCtx, backend.ExecLimits(s.spec.Limits, e), waited)
 	return p, nil
 }
@@ -123,7 +144,7 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec) (*process, error) {
 // readPids waits for the runtime to name the workload's pids (or to
 // end: the program could not be started).
 func (p *process) readPids(pidFile string, waited <-chan struct{}) {
-	for {
+	for ended := false; ; {
 		if pid, err := readPid(pidFile); err == nil {
 			p.hostPid, p.pid = pid, pid
 			if p.s.rt == RuntimeRunsc {
@@ -140,9 +161,12 @@ func (p *process) readPids(pidFile string, waited <-chan struct{}) {
 			}
 			return
 		}
+		if ended {
+			return
+		}
 		select {
 		case <-waited:
-			return
+			ended = true // one more look: the file outlives the runtime
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -166,10 +190,23 @@ func nsPid(pid int) int {
 	return 0
 }
 
-// signal sends sig to the process: its host group, and under runsc its
-// pid in gVisor.
+// signal sends sig to the process: the runtime's host group, the
+// workload's group and every descendant of it seen by this or an
+// earlier stop (one reparented away after a TERM still gets the KILL);
+// under runsc its pid in gVisor.
 func (p *process) signal(sig unix.Signal) {
 	_ = unix.Kill(-p.cmd.Process.Pid, sig)
+	if p.hostPid > 0 {
+		p.mu.Lock()
+		p.tree = append(p.tree, descendants(p.hostPid)...)
+		tree := slices.Clone(p.tree)
+		p.mu.Unlock()
+		_ = unix.Kill(-p.hostPid, sig)
+		_ = unix.Kill(p.hostPid, sig)
+		for _, pid := range tree {
+			_ = unix.Kill(pid, sig)
+		}
+	}
 	if p.s.rt == RuntimeRunsc && p.pid > 0 {
 		_ = p.s.runtime(context.Background(), "kill", "--pid", strconv.Itoa(p.pid), p.s.id, strconv.Itoa(int(sig)))
 	}
@@ -254,3 +291,40 @@ func (p *process) Resize(cols, rows uint16) error { return p.stdio.Resize(cols, 
 
 // CloseStdin implements backend.Process.
 func (p *process) CloseStdin() error { return p.stdio.CloseStdin() }
+
+// descendants lists every process under pid, from /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parens.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], n)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		c := children[queue[0]]
+		queue = queue[1:]
+		out = append(out, c...)
+		queue = append(queue, c...)
+	}
+	return out
+}
