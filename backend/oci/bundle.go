@@ -45,9 +45,9 @@ var (
 // init bound from dir/init, the workspace at /workspace; base is the
 // slot's first host id (runc), cgroup the runtime's cgroupsPath.
 func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.Spec {
-	tmp := "mode=1777,size=65536k"
+	tmp := "size=65536k"
 	if spec.Limits.TmpBytes > 0 {
-		tmp = "mode=1777,size=" + strconv.FormatInt(spec.Limits.TmpBytes, 10)
+		tmp = "size=" + strconv.FormatInt(spec.Limits.TmpBytes, 10)
 	}
 	s := &specs.Spec{
 		Version: specs.Version,
@@ -70,7 +70,7 @@ func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.
 			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", tmp}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmp}},
 			{Destination: workspacePath, Type: "bind", Source: spec.Workspace.Dir, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
 			{Destination: initPath, Type: "bind", Source: "init", Options: []string{"bind", "ro", "nosuid", "nodev"}},
 		},
