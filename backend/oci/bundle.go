@@ -95,8 +95,9 @@ func bundleConfig(spec backend.Spec, rt string, base int, cgroup string) *specs.
 		s.Linux.UIDMappings, s.Linux.GIDMappings = m, m
 	} else {
 		// gVisor mounts /workspace through its gofer and keeps /tmp in
-		// its own memory; the root is its overlay (--overlay2).
-		s.Root.Readonly = true
+		// its own memory; the root is Image.RootFS under its overlay
+		// (--overlay2=root:memory), whose writes stay in its memory.
+		s.Root.Path = spec.Image.RootFS
 	}
 	return s
 }

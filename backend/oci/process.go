@@ -128,7 +128,7 @@ func (s *Sandbox) start(ctx context.Context, e backend.Exec) (*process, error) {
 		close(waited)
 	}()
 	p.readPids(pidFile, waited)
-	if p.pid == 0 {
+	if p.pid == 0 && (s.rt == RuntimeRunc || runscFailed(cmd)) {
 		// The runtime ended before the workload ran: it could not be
 		// executed (the runtime said why on the process's stderr).
 		<-waited
@@ -192,9 +192,20 @@ func nsPid(pid int) int {
 
 // signal sends sig to the process: the runtime's host group, the
 // workload's group and every descendant of it seen by this or an
-// earlier stop (one reparented away after a TERM still gets the KILL);
-// under runsc its pid in gVisor.
+// earlier stop (one reparented away after a TERM still gets the KILL).
+// Under runsc it is the workload's pid in gVisor (`runsc kill --pid`),
+// and with a KILL the client too.
 func (p *process) signal(sig unix.Signal) {
+	if p.s.rt == RuntimeRunsc {
+		// The client forwards nothing reliably: the sentry signals.
+		if p.pid > 0 {
+			_ = p.s.runtime(context.Background(), "kill", "--pid", strconv.Itoa(p.pid), p.s.id, strconv.Itoa(int(sig)))
+		}
+		if sig == unix.SIGKILL {
+			_ = unix.Kill(-p.cmd.Process.Pid, sig)
+		}
+		return
+	}
 	_ = unix.Kill(-p.cmd.Process.Pid, sig)
 	if p.hostPid > 0 {
 		p.mu.Lock()
@@ -206,9 +217,6 @@ func (p *process) signal(sig unix.Signal) {
 		for _, pid := range tree {
 			_ = unix.Kill(pid, sig)
 		}
-	}
-	if p.s.rt == RuntimeRunsc && p.pid > 0 {
-		_ = p.s.runtime(context.Background(), "kill", "--pid", strconv.Itoa(p.pid), p.s.id, strconv.Itoa(int(sig)))
 	}
 }
 
@@ -244,6 +252,9 @@ func (p *process) watch(ctx context.Context, lim backend.Limits, waited <-chan s
 		sig = ws.Signal()
 	case code > 128 && code < 128+65:
 		sig = syscall.Signal(code - 128)
+	case code == 128 && p.s.rt == RuntimeRunsc && p.s.live() != nil:
+		// runsc's client fails so when Delete took the sandbox away.
+		sig = syscall.SIGKILL
 	}
 	if sig != 0 {
 		out.Signal = unix.SignalName(sig)
@@ -327,4 +338,10 @@ func descendants(pid int) []int {
 		queue = append(queue, c...)
 	}
 	return out
+}
+
+// runscFailed reports whether a runsc client that wrote no pid ended in
+// its own failure (status 128: it could not execute the program).
+func runscFailed(cmd *exec.Cmd) bool {
+	return cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 128
 }

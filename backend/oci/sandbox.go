@@ -98,9 +98,6 @@ func (s *Sandbox) create(ctx context.Context) error {
 		}
 	}
 	cfg := bundleConfig(s.spec, s.rt, base, s.cgroup)
-	if s.rt == RuntimeRunsc {
-		cfg.Root.Path = s.spec.Image.RootFS
-	}
 	if err := writeJSON(filepath.Join(s.dir, "config.json"), cfg); err != nil {
 		return err
 	}
