@@ -2,14 +2,22 @@ package oci_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/agent-runner/agent-runner/backend"
 	"github.com/agent-runner/agent-runner/backend/backendtest"
-	_ "github.com/agent-runner/agent-runner/backend/linuxsandbox"
+	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	"github.com/agent-runner/agent-runner/backend/oci"
 )
+
+// TestMain hooks linux_sandbox's init into the test binary, for the
+// comparison benchmark.
+func TestMain(m *testing.M) {
+	linuxsandbox.MaybeInit()
+	os.Exit(m.Run())
+}
 
 // statLoop is a syscall-heavy workload: 200,000 stat calls from python3
 // (one interpreter start, then nothing but stat).
