@@ -1,8 +1,11 @@
 package oci_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,5 +316,54 @@ func TestRefusesWithoutImage(t *testing.T) {
 	spec.Image, spec.Runtime = &backend.Image{RootFS: "/nonexistent"}, "crun"
 	if _, err := b.Run(context.Background(), spec); job.CodeOf(err) != job.CodeInvalidRequest {
 		t.Errorf("Run with runtime crun: %v, want %s", err, job.CodeInvalidRequest)
+	}
+}
+
+// TestEgressBridge: with an egress bridge a runc sandbox reaches the
+// gateway's socket through 127.0.0.1:3128 inside (and the proxy
+// variables point there); without one that port is closed.
+func TestEgressBridge(t *testing.T) {
+	b := factory(RuntimeRunc)(t).(imaged)
+	sock := filepath.Join(t.TempDir(), "gw.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			io.WriteString(c, "gateway saw "+line)
+			c.Close()
+		}
+	}()
+	program := `
+import os, socket
+try:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(b"CONNECT example.com:443\n")
+    print(s.recv(100).decode().strip())
+except OSError as e:
+    print("refused", type(e).__name__)
+print("proxy", os.environ.get("HTTPS_PROXY"))
+`
+	spec, out, errb := backendtest.Spec(t, "/usr/bin/python3", "-c", program)
+	spec.Network, spec.Egress = job.NetworkAllowlist, &backend.Egress{Socket: sock}
+	if o, err := b.Run(context.Background(), spec); err != nil || o.ExitCode == nil || *o.ExitCode != 0 {
+		t.Fatalf("Run = %+v, %v: %s", o, err, errb.String())
+	}
+	if got, want := out.String(), "gateway saw CONNECT example.com:443\nproxy http://127.0.0.1:3128\n"; got != want {
+		t.Errorf("through the bridge: %q, want %q", got, want)
+	}
+	spec, out, _ = backendtest.Spec(t, "/usr/bin/python3", "-c", program)
+	if _, err := b.Run(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.HasPrefix(got, "refused") {
+		t.Errorf("without a bridge: %q, want refused", got)
 	}
 }
