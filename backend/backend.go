@@ -156,6 +156,10 @@ type Spec struct {
 	// cannot measure (no cgroup) never call it.
 	Usage      func(Usage)
 	UsageEvery time.Duration
+	// Runtime names the OCI runtime a backend that drives one uses
+	// ("runc", "runsc"; the request's backend.runtime); empty is the
+	// backend's default. Other backends ignore it.
+	Runtime string
 }
 
 // Egress is a run's bridge to the egress gateway.

@@ -99,9 +99,18 @@ func (h Host) kvmCheck() Check {
 	return c
 }
 
-// tools reports the other sandbox runtimes on PATH: none is used by a
-// backend in this build; they are listed for comparison and for the
-// backends to come.
+// runtimeUse says what the oci backend enforces with each OCI runtime.
+var runtimeUse = map[string]string{
+	"runc": "; the oci backend's runtime runc: namespaces, a user namespace on a host id range of its own (root inside), " +
+		"linux_sandbox's seccomp allow-list, no_new_privileges, cgroup memory/pids/cpu checked after create, an idmapped overlay root, " +
+		"network none or the egress bridge",
+	"runsc": "; the oci backend's runtime runsc (gVisor, platform ptrace): its own kernel between workload and host, " +
+		"network none (no egress bridge), the root under gVisor's memory overlay, cgroup memory/pids/cpu on the whole sandbox",
+}
+
+// tools reports the other sandbox runtimes on PATH: runc and runsc are
+// the oci backend's (with what it enforces through each), bwrap is
+// listed for comparison.
 func (h Host) tools(ctx context.Context) []Check {
 	var checks []Check
 	for _, name := range []string{"runc", "runsc", "bwrap"} {
@@ -120,7 +129,7 @@ func (h Host) tools(ctx context.Context) []Check {
 			if v == "" && verr != nil {
 				v = "version unknown: " + verr.Error()
 			}
-			c.Found = p + ", " + v
+			c.Found = p + ", " + v + runtimeUse[name]
 		}
 		checks = append(checks, c)
 	}

@@ -186,6 +186,9 @@ type BackendSpec struct {
 	// images refuses it (validation.invalid_request, field
 	// backend.image). Extension.
 	Image string `json:"image,omitempty"`
+	// Runtime is the OCI runtime of the oci backend ("runc" or "runsc";
+	// empty: runc). Other kinds refuse it. Extension.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // DecodeRequest parses a RunJobRequest strictly: unknown fields, trailing

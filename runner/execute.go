@@ -279,6 +279,7 @@ func (e *execution) run(ctx context.Context) error {
 		Writable:  e.opts.Writable,
 		Binds:     binds,
 		Network:   e.req.Policy.Network,
+		Runtime:   e.req.Backend.Runtime,
 		Limits: backend.Limits{
 			Timeout:      time.Duration(l.TimeoutMS) * time.Millisecond,
 			KillGrace:    e.r.cfg.KillGrace,

@@ -61,6 +61,12 @@ func Request(req *job.Request, cfg Config) error {
 	if cfg.KnownBackend != nil && !cfg.KnownBackend(req.Backend.Kind) {
 		return invalid("backend.kind", "unknown backend kind").With("kind", req.Backend.Kind)
 	}
+	switch {
+	case req.Backend.Runtime != "" && req.Backend.Kind != "oci":
+		return invalid("backend.runtime", "only the oci backend takes a runtime").With("kind", req.Backend.Kind)
+	case req.Backend.Runtime != "" && req.Backend.Runtime != "runc" && req.Backend.Runtime != "runsc":
+		return invalid("backend.runtime", "must be \"runc\" or \"runsc\"")
+	}
 	return nil
 }
 

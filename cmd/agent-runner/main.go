@@ -15,6 +15,7 @@ import (
 	_ "github.com/agent-runner/agent-runner/backend/firecracker"
 	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
 	_ "github.com/agent-runner/agent-runner/backend/localprocess"
+	_ "github.com/agent-runner/agent-runner/backend/oci"
 	"github.com/agent-runner/agent-runner/hostcheck"
 )
 
