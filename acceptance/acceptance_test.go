@@ -1,6 +1,7 @@
 package acceptance
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/agent-runner/agent-runner/backend/oci"
 )
 
 // binDir holds the agent-runner binary the scripts run.
@@ -66,12 +69,15 @@ func TestScripts(t *testing.T) {
 }
 
 // condition answers the scripts' [root], [sandbox], [pytest], [node]
-// and [busybox] (a static busybox at /bin/busybox, for test images).
+// [busybox] (a static busybox at /bin/busybox, for test images), [runc]
+// and [runsc] (the oci backend's runtimes answer, as root).
 func condition(cond string) (bool, error) {
 	switch cond {
 	case "busybox":
 		_, err := os.Stat("/bin/busybox")
 		return err == nil, nil
+	case "runc", "runsc":
+		return oci.RuntimeAvailable(context.Background(), cond) == nil && os.Geteuid() == 0, nil
 	case "root":
 		return os.Geteuid() == 0, nil
 	case "sandbox":

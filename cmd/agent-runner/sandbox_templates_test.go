@@ -25,7 +25,8 @@ func TestLoadSandboxTemplates(t *testing.T) {
 			map[string]session.Template{"py": {Limits: session.Limits{MemoryMB: 512}, Env: map[string]string{"A": "b"}, TimeoutS: 60, Pool: 2, Network: &session.Network{Mode: "disabled"}}}, ""},
 		{`{"sh": {"backend": "linux_sandbox", "policy": {"allowed_commands": ["cat"]}}}`,
 			map[string]session.Template{"sh": {Backend: "linux_sandbox", Policy: &job.Policy{AllowedCommands: []job.CommandRule{{Basename: "cat"}}}}}, ""},
-		{"py:\n  image: python:3\n", nil, "not an object of templates"},
+		{"py:\n  image: python:3\n", map[string]session.Template{"py": {Image: "python:3"}}, ""},
+		{"py:\n  flavour: large\n", nil, "not an object of templates"},
 		{"- py\n", nil, "not an object of templates"},
 		{"py:\n  policy: {allowed_commands: [cat], allowed_env: [\"=\"]}\n", nil, "template py"},
 	}
