@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 	var requestPath, storeDir, backendKind, out string
 	var network egressFlags
 	var view sandboxFlags
+	var images imageStoreFlags
 	cmd := &cobra.Command{
 		Use:   "run --request FILE|-",
 		Short: "Run one RunJobRequest and print its RunJobResult",
@@ -59,6 +60,16 @@ func newRunCmd() *cobra.Command {
 				return err
 			}
 			cfg := runner.Config{StoreDir: storeDir, Backends: backends}
+			if req.Backend.Image != "" {
+				// The image store beside the run store (serve's), opened only
+				// for a job that names an image.
+				images.storeDir = storeDir
+				s, err := images.open()
+				if err != nil {
+					return err
+				}
+				cfg.Images = s
+			}
 			if err := network.runnerConfig(&cfg, nil, nil); err != nil {
 				return err
 			}
@@ -85,5 +96,6 @@ func newRunCmd() *cobra.Command {
 	cmd.Flags().StringVar(&out, "out", "", "write the result to this file instead of stdout")
 	network.register(cmd.Flags())
 	view.register(cmd.Flags())
+	images.register(cmd.Flags(), false)
 	return cmd
 }
