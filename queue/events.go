@@ -180,6 +180,14 @@ func (q *Queue) Watch(ctx context.Context, kind, id string, fn func(Envelope)) (
 // (0 when it never had one): AllEvents after it delivers only what is
 // published from now on.
 func (q *Queue) LastEventSeq(ctx context.Context) (uint64, error) {
+	// Events this process sent are not waited for (Send); wait for them
+	// here, so a follower that starts after the last one counts it as
+	// sent (else it would arrive later, as if live).
+	select {
+	case <-q.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return 0, job.Wrap(job.CodeQueueClosed, ctx.Err(), "cannot read the events stream")
+	}
 	info, err := q.events.Info(ctx)
 	if err != nil {
 		return 0, job.Wrap(job.CodeQueueClosed, err, "cannot read the events stream")

@@ -18,7 +18,7 @@ func TestEverySyscallIsClassified(t *testing.T) {
 	where := map[string][]string{}
 	add := func(list string, groups []syscallGroup) {
 		for _, g := range groups {
-			for _, n := range g.names {
+			for _, n := range g.Names {
 				where[n] = append(where[n], list)
 			}
 		}

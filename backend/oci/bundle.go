@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent-runner/agent-runner/backend"
-	"github.com/agent-runner/agent-runner/backend/linuxsandbox"
+	"github.com/agent-runner/agent-runner/backend/syscallpolicy"
 )
 
 // Paths inside the sandbox.
@@ -165,7 +165,7 @@ func resources(lim backend.Limits) *specs.LinuxResources {
 // say "none of these values" for one argument) and open_tree_attr
 // (libseccomp 2.5 does not know it).
 func seccompProfile() *specs.LinuxSeccomp {
-	r := linuxsandbox.Syscalls()
+	r := syscallpolicy.ByName()
 	eperm, enosys, eafnosupport := uint(unix.EPERM), uint(unix.ENOSYS), uint(unix.EAFNOSUPPORT)
 	s := &specs.LinuxSeccomp{
 		DefaultAction:   specs.ActErrno,

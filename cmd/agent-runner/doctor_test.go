@@ -47,7 +47,7 @@ type doctorReport struct {
 
 // builtIn are the backends main.go links into the binary (this test
 // process registers test backends of its own).
-var builtIn = []string{"firecracker", "linux_sandbox", "local_process"}
+var builtIn = []string{"firecracker", "linux_sandbox", "local_process", "oci"}
 
 func doctorJSON(t *testing.T, args ...string) (doctorReport, int) {
 	t.Helper()

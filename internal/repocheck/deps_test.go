@@ -106,8 +106,13 @@ func testHelper(p string) bool {
 // backendImpl reports whether p is (part of) a backend implementation,
 // backend/<kind>: any kind, today's or a new one.
 func backendImpl(p string) bool {
-	return strings.HasPrefix(p, "backend/") && !testHelper(backendRoot(p))
+	return strings.HasPrefix(p, "backend/") && !testHelper(backendRoot(p)) && !slices.Contains(backendShared, backendRoot(p))
 }
+
+// backendShared are the packages under backend/ that are no backend
+// but what several share (the seccomp allow-list linux_sandbox compiles
+// and oci hands its runtime), so a backend may import them.
+var backendShared = []string{"backend/syscallpolicy"}
 
 // backendRoot is backend/<kind> for a package under it.
 func backendRoot(p string) string {
@@ -327,6 +332,7 @@ func TestDependencyRulesCatchViolations(t *testing.T) {
 			[]string{"backend-implementations: jobs imports backend/gvisor"}},
 		{"a backend imports another", map[string][]string{"backend/localprocess": {"backend/linuxsandbox"}},
 			[]string{"backend-implementations: backend/localprocess imports backend/linuxsandbox"}},
+		{"backends share what is no backend", map[string][]string{"backend/localprocess": {"backend/syscallpolicy"}}, nil},
 		{"the runner, the doctor, cmd, benches and tests may pick one", map[string][]string{
 			"runner": {"backend/localprocess"}, "hostcheck": {"backend/localprocess"},
 			"bench/pipeline": {"backend/localprocess"}, "internal/logtest": {"backend/localprocess"},
