@@ -134,6 +134,7 @@ var differs = map[string]map[string]string{
 		"Terminal":                              "known gap: no terminal under runsc yet",
 		"ConcurrentProcesses":                   "known gap: a second concurrent runsc exec sometimes fails (status 128)",
 		"PausedProcessMakesNoProgress":          "known gap: an exec started around a runsc pause sometimes fails (status 128)",
+		"PauseResume":                           "known gap: under load, a loop running across a runsc pause sometimes makes no progress after the resume (its execs fail as above; a fresh-clone CI run timed out so)",
 		"ReadsStayInsideTheView":                "known gap: gVisor lets the workload read the init's /proc/1/environ (it holds only HOME=/nonexistent)",
 		"ForkBombIsContained":                   "known gap: the pids limit holds the whole sandbox, gVisor's Sentry and gofer threads included, so 32 leaves python3 no room to start",
 		"MemoryBombIsOOMKilled":                 "known difference: gVisor's kernel fails the allocation (MemoryError, exit 1) instead of an OOM kill",
