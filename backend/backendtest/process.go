@@ -108,7 +108,7 @@ func closeStdin(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 func terminal(t *testing.T, sb backend.Sandbox, _ backend.Spec) {
 	r, w := io.Pipe()
 	defer w.Close()
-	e := sh(`test -t 0 && test -t 1 && test -t 2 && echo tty-yes; echo "term=$TERM"; echo "name=$(tty)"; stty size; echo "devtty=$(stty size < /dev/tty 2>&1)"; read line; stty size; echo "line=$line"`)
+	e := sh(`test -t 0 && test -t 1 && test -t 2 && echo tty-yes; echo "term=$TERM"; echo "name=$(tty)"; echo "devtty=$(stty size < /dev/tty 2>&1)"; stty size; read line; stty size; echo "line=$line"`)
 	e.Stdin, e.Terminal = r, &backend.Terminal{Cols: 100, Rows: 30, Term: "xterm-conformance"}
 	p, out, _ := start(t, sb, e)
 	waitOutput(t, out, "30 100")

@@ -273,17 +273,28 @@ func recordWrites(t *testing.T, path string) func() []string {
 		t.Fatal(err)
 	}
 	const end = "\x00end"
+	// Held open for reading and writing from the start, so a writer
+	// never finds the FIFO without a reader (EPIPE, as reopening it per
+	// write allowed) and a read never sees end of file; the writes are
+	// joined by the caller anyway.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var writes []string
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer f.Close()
+		var got string
+		buf := make([]byte, 4096)
 		for {
-			b, err := os.ReadFile(path) // until no writer holds it open
-			got, ended := strings.CutSuffix(string(b), end)
-			if got != "" {
-				writes = append(writes, got)
-			}
-			if err != nil || ended {
+			n, err := f.Read(buf)
+			got += string(buf[:n])
+			if rest, ended := strings.CutSuffix(got, end); ended || err != nil {
+				if rest != "" {
+					writes = append(writes, rest)
+				}
 				return
 			}
 		}
