@@ -41,6 +41,10 @@ type SandboxFiles interface {
 	// directories (owned as the root is). What is at to is replaced
 	// unless it is a directory with entries (session.directory_not_empty).
 	Rename(ctx context.Context, from, to string) error
+	// MakeDirs creates the directory rel and its missing parents, owned
+	// as the root is, without following a symlink at any level; one
+	// already there is left as it is, anything else there is an error.
+	MakeDirs(ctx context.Context, rel string) error
 }
 
 // DefaultMaxDirEntries is ReadDir's cap when its caller sets none.

@@ -188,6 +188,25 @@ func (d WorkspaceDir) Rename(ctx context.Context, from, to string) error {
 	return treeError(err, to)
 }
 
+// MakeDirs implements SandboxFiles.MakeDirs beneath the workspace
+// directory (mkdirAllBeneath, as Rename creates to's parents).
+func (d WorkspaceDir) MakeDirs(ctx context.Context, rel string) error {
+	clean, err := treePath(rel)
+	if err != nil || clean == "." {
+		return err
+	}
+	root, err := d.open()
+	if err != nil {
+		return treeError(err, rel)
+	}
+	defer unix.Close(root)
+	fd, err := mkdirAllBeneath(root, clean)
+	if err != nil {
+		return treeError(err, rel)
+	}
+	return unix.Close(fd)
+}
+
 // mkdirAllBeneath creates the directories of rel (clean, relative)
 // beneath root that are missing, owned as root is, without following a
 // symlink at any level, and returns the last one open.

@@ -285,3 +285,34 @@ func TestWorkspaceDirSymlinkedParent(t *testing.T) {
 		t.Errorf("ReadDir of a symlinked workspace = %v", err)
 	}
 }
+
+// TestWorkspaceDirMakeDirs: missing directories are made, one already
+// there is left, and neither a symlink on the way (to a directory
+// inside or outside) nor a file at the place is followed or replaced.
+func TestWorkspaceDirMakeDirs(t *testing.T) {
+	ws, outside := tree(t)
+	d := backend.WorkspaceDir(ws)
+	ctx := context.Background()
+	if err := d.MakeDirs(ctx, "new/deep/er"); err != nil {
+		t.Fatalf("MakeDirs(new/deep/er): %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "new/deep/er")); err != nil || !fi.IsDir() {
+		t.Fatalf("new/deep/er after MakeDirs: %v, %v", fi, err)
+	}
+	if err := d.MakeDirs(ctx, "src/c"); err != nil {
+		t.Errorf("MakeDirs of a directory already there: %v", err)
+	}
+	for _, rel := range []string{"out/made", "link/made", "etc/made", "a.txt/made", "a.txt"} {
+		if err := d.MakeDirs(ctx, rel); err == nil {
+			t.Errorf("MakeDirs(%s) = nil, want a refusal", rel)
+		}
+	}
+	for _, p := range []string{filepath.Join(outside, "made"), filepath.Join(ws, "src", "made")} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s was made through a symlink", p)
+		}
+	}
+	if err := d.MakeDirs(ctx, "../escape"); job.CodeOf(err) != job.CodePathEscape {
+		t.Errorf("MakeDirs(../escape) = %v, want %s", err, job.CodePathEscape)
+	}
+}

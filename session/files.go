@@ -72,7 +72,11 @@ func (s *Service) writeFile(ctx context.Context, id, rel string, data []byte, mo
 	}
 	defer h.mu.Unlock()
 	if dir := path.Dir(clean); dir != "." {
-		if err := mkdirBeneath(h.sb.Workspace(), dir); err != nil {
+		files, err := treeOf(h)
+		if err != nil {
+			return err
+		}
+		if err := files.MakeDirs(ctx, dir); err != nil {
 			return fileError(err, rel, s.cfg.MaxFileBytes)
 		}
 	}
@@ -90,38 +94,6 @@ func workspacePath(rel string) (string, error) {
 		return "", job.Wrap(job.CodePathEscape, err, "the path must stay inside the sandbox's workspace").With("path", rel)
 	}
 	return clean, nil
-}
-
-// mkdirBeneath creates the directories of rel (clean, relative) beneath
-// root that are missing, owned as root is, without following a symlink
-// at any level.
-func mkdirBeneath(root, rel string) error {
-	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	var owner unix.Stat_t
-	if err := unix.Fstat(fd, &owner); err != nil {
-		unix.Close(fd)
-		return err
-	}
-	for _, name := range strings.Split(rel, "/") {
-		err := unix.Mkdirat(fd, name, 0o755)
-		if err == nil {
-			err = unix.Fchownat(fd, name, int(owner.Uid), int(owner.Gid), unix.AT_SYMLINK_NOFOLLOW)
-		}
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(fd)
-			return err
-		}
-		next, err := safecopy.OpenBeneath(fd, name, unix.O_RDONLY|unix.O_DIRECTORY)
-		unix.Close(fd)
-		if err != nil {
-			return err
-		}
-		fd = next
-	}
-	return unix.Close(fd)
 }
 
 // fileError codes a file call's error: a job error as it is, a symlink

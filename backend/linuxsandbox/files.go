@@ -59,3 +59,12 @@ func (s *Sandbox) Rename(ctx context.Context, from, to string) error {
 	defer s.ops.Done()
 	return backend.WorkspaceDir(s.workspace()).Rename(ctx, from, to)
 }
+
+// MakeDirs implements backend.SandboxFiles.
+func (s *Sandbox) MakeDirs(ctx context.Context, rel string) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	return backend.WorkspaceDir(s.workspace()).MakeDirs(ctx, rel)
+}

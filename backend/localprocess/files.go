@@ -50,3 +50,11 @@ func (s *Sandbox) Rename(ctx context.Context, from, to string) error {
 	}
 	return backend.WorkspaceDir(s.spec.Workspace.Dir).Rename(ctx, from, to)
 }
+
+// MakeDirs implements backend.SandboxFiles.
+func (s *Sandbox) MakeDirs(ctx context.Context, rel string) error {
+	if err := s.live(); err != nil {
+		return err
+	}
+	return backend.WorkspaceDir(s.spec.Workspace.Dir).MakeDirs(ctx, rel)
+}

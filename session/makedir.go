@@ -7,8 +7,9 @@ import (
 )
 
 // MakeDir creates directory rel of running sandbox id's workspace and
-// its missing parents (owned as the workspace is, no symlink followed
-// on the way), for the E2B-compatible door's files.makeDir: created is
+// its missing parents (backend.SandboxFiles.MakeDirs: owned as the
+// workspace is, no symlink followed on the way), as the E2B-compatible
+// door's files.makeDir asks: created is
 // false when rel already is a directory; another entry there is
 // job.conflict. Paused or ended: session.not_running.
 func (s *Service) MakeDir(ctx context.Context, id, rel string) (created bool, err error) {
@@ -34,12 +35,12 @@ func (s *Service) makeDir(ctx context.Context, id, rel string) (created bool, er
 		}
 		return false, nil
 	}
-	h, err := s.running(id, StateRunning)
+	h, files, err := s.writableFiles(id)
 	if err != nil {
 		return false, err
 	}
 	defer h.mu.Unlock()
-	if err := mkdirBeneath(h.sb.Workspace(), clean); err != nil {
+	if err := files.MakeDirs(ctx, clean); err != nil {
 		return false, fileError(err, rel, s.cfg.MaxFileBytes)
 	}
 	return true, nil
