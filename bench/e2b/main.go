@@ -21,10 +21,8 @@ package main
 import (
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agent-runner/agent-runner/bench/internal/benchserve"
 )
 
 //go:embed latency.cjs
@@ -90,7 +90,7 @@ func run(c config) error {
 		return err
 	}
 	if c.Bin == "" {
-		if c.Bin, err = build(dir); err != nil {
+		if c.Bin, err = benchserve.Build(dir); err != nil {
 			return err
 		}
 	}
@@ -107,12 +107,12 @@ func run(c config) error {
 	if err := os.WriteFile(tpl, []byte(body), 0o644); err != nil {
 		return err
 	}
-	s, err := startServe(c.Bin, dir, "--sandbox-templates", tpl,
+	s, err := benchserve.Start(c.Bin, filepath.Join(dir, "store"), dir, http.DefaultClient, "--sandbox-templates", tpl,
 		"--sandbox-pool-refill-delay", c.RefillDelay.String(), "--max-sandboxes", strconv.Itoa(c.Pool+8))
 	if err != nil {
 		return err
 	}
-	defer s.stop()
+	defer s.Stop()
 
 	fmt.Printf("bench/e2b: %d CPUs, load %s, e2b %s (node %s) against `agent-runner serve`, linux_sandbox\n",
 		runtime.NumCPU(), loadavg(), c.SDK, nodeVersion())
@@ -122,8 +122,8 @@ func run(c config) error {
 	}
 	node := exec.Command("node", script)
 	node.Env = append(os.Environ(),
-		"E2B_SDK_DIR="+sdk, "E2B_API_URL="+s.url+"/e2b", "E2B_SANDBOX_URL="+s.url+"/e2b", "E2B_API_KEY=bench",
-		"AGENT_RUNNER_URL="+s.url, "BENCH_N="+strconv.Itoa(c.N), "BENCH_MODES="+strings.Join(spec, ","))
+		"E2B_SDK_DIR="+sdk, "E2B_API_URL="+s.URL+"/e2b", "E2B_SANDBOX_URL="+s.URL+"/e2b", "E2B_API_KEY=bench",
+		"AGENT_RUNNER_URL="+s.URL, "BENCH_N="+strconv.Itoa(c.N), "BENCH_MODES="+strings.Join(spec, ","))
 	node.Stderr = os.Stderr
 	out, err := node.Output()
 	if err != nil {
@@ -213,68 +213,6 @@ func installedVersion(dir string) string {
 		return ""
 	}
 	return pkg.Version
-}
-
-// build compiles agent-runner into dir and returns the binary's path.
-func build(dir string) (string, error) {
-	bin := filepath.Join(dir, "agent-runner")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/agent-runner/agent-runner/cmd/agent-runner").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build agent-runner: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// server is a running `agent-runner serve` on loopback, without a token
-// file (on loopback every route is open and the SDK's key is any).
-type server struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	url    string
-}
-
-// startServe starts serve over a fresh store under dir with args, and
-// waits until it answers: serve answers once its warm pools are full.
-func startServe(bin, dir string, args ...string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	argv := append([]string{"serve", "--addr", addr, "--store-dir", filepath.Join(dir, "store"), "--log-level", "error",
-		"--workspace-root", dir, "--default-backend", "linux_sandbox"}, args...)
-	cmd := exec.Command(bin, argv...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, exited: make(chan struct{}), url: "http://" + addr}
-	go func() { cmd.Wait(); close(s.exited) }()
-	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-s.exited:
-			return nil, errors.New("serve exited before answering")
-		default:
-		}
-		if resp, err := http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			return s, nil
-		}
-	}
-	s.stop()
-	return nil, errors.New("serve did not answer within 5 minutes")
-}
-
-// stop interrupts serve and waits for it (it deletes its sandboxes).
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.exited:
-	case <-time.After(time.Minute):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
 }
 
 // loadavg is the 1-minute load average now.

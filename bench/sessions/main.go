@@ -28,6 +28,8 @@ import (
 	"runtime"
 	"strconv"
 	"time"
+
+	"github.com/agent-runner/agent-runner/bench/internal/benchserve"
 )
 
 // config is what one run measures.
@@ -70,7 +72,7 @@ func run(c config) error {
 		return err
 	}
 	if c.Bin == "" {
-		if c.Bin, err = build(dir); err != nil {
+		if c.Bin, err = benchserve.Build(dir); err != nil {
 			return err
 		}
 	}
@@ -110,7 +112,7 @@ func firstExec(c config) error {
 	if err != nil {
 		return err
 	}
-	defer s.stop()
+	defer s.Stop()
 	ctx := context.Background()
 	session := func(template, start string) (time.Duration, error) {
 		t := time.Now()
@@ -157,7 +159,7 @@ func concurrentCreates(c config) error {
 	if err != nil {
 		return err
 	}
-	defer s.stop()
+	defer s.Stop()
 	ctx := context.Background()
 	fmt.Printf("%d concurrent creates (each to its 201)\n", c.Conc)
 	var firstP50 time.Duration
@@ -194,21 +196,21 @@ func concurrentCreates(c config) error {
 func idleCPU(c config) error {
 	ctx := context.Background()
 	measure := func(s *server) time.Duration {
-		before := treeCPU(s.cmd.Process.Pid)
+		before := treeCPU(s.Pid())
 		time.Sleep(c.IdleFor)
-		return treeCPU(s.cmd.Process.Pid) - before
+		return treeCPU(s.Pid()) - before
 	}
 	bare, err := startServe(c.Bin, c.Dir, 8)
 	if err != nil {
 		return err
 	}
 	none := measure(bare)
-	bare.stop()
+	bare.Stop()
 	s, err := poolServe(c, c.Idle)
 	if err != nil {
 		return err
 	}
-	defer s.stop()
+	defer s.Stop()
 	for range c.Idle {
 		sb, err := s.create(ctx, map[string]any{"template": "cold"}, "cold")
 		if err != nil {

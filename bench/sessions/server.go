@@ -4,90 +4,43 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/agent-runner/agent-runner/bench/internal/benchserve"
 	"github.com/agent-runner/agent-runner/client"
 )
 
-// build compiles agent-runner into dir and returns the binary's path.
-func build(dir string) (string, error) {
-	bin := filepath.Join(dir, "agent-runner")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/agent-runner/agent-runner/cmd/agent-runner").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build agent-runner: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// server is a running `agent-runner serve` on loopback.
+// server is a running `agent-runner serve` on loopback, with a client
+// keeping conns connections to it.
 type server struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	url    string
-	http   *http.Client
-	jobs   *client.Client
+	*benchserve.Serve
+	http *http.Client
+	jobs *client.Client
 }
 
 // startServe starts serve over a fresh store under dir (its
 // --workspace-root) with args, and waits until it answers: serve answers
 // once its warm pools are full.
 func startServe(bin, dir string, conns int, args ...string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	store, err := os.MkdirTemp(dir, "store-")
 	if err != nil {
 		return nil, err
 	}
-	argv := append([]string{"serve", "--addr", addr, "--store-dir", store, "--log-level", "error", "--workspace-root", dir, "--default-backend", "linux_sandbox"}, args...)
-	cmd := exec.Command(bin, argv...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, exited: make(chan struct{}), url: "http://" + addr}
-	go func() { cmd.Wait(); close(s.exited) }()
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = conns
-	s.http = &http.Client{Transport: t}
-	s.jobs = client.New(s.url, "")
-	s.jobs.HTTP = s.http
-	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-s.exited:
-			return nil, errors.New("serve exited before answering")
-		default:
-		}
-		if resp, err := s.http.Get(s.url + "/health"); err == nil {
-			resp.Body.Close()
-			return s, nil
-		}
+	hc := &http.Client{Transport: t}
+	serve, err := benchserve.Start(bin, store, dir, hc, args...)
+	if err != nil {
+		return nil, err
 	}
-	s.stop()
-	return nil, errors.New("serve did not answer within 5 minutes")
-}
-
-// stop interrupts serve and waits for it (it deletes its sandboxes).
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.exited:
-	case <-time.After(time.Minute):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
+	jobs := client.New(serve.URL, "")
+	jobs.HTTP = hc
+	return &server{Serve: serve, http: hc, jobs: jobs}, nil
 }
 
 // call sends a JSON request and decodes a JSON answer into out; a status
@@ -101,7 +54,7 @@ func (s *server) call(ctx context.Context, method, path string, body any, want i
 		}
 		r = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, s.url+path, r)
+	req, err := http.NewRequestWithContext(ctx, method, s.URL+path, r)
 	if err != nil {
 		return err
 	}
