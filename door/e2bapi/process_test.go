@@ -175,19 +175,3 @@ func TestStartTimeoutKills(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestStartOfAProcessThatEndsAtOnce: a process without input that ends
-// before its start is answered (its input is closed after it exited)
-// still streams its start, output and end (a fresh-clone CI run failed
-// commands.run so: "process 9 has exited").
-func TestStartOfAProcessThatEndsAtOnce(t *testing.T) {
-	srv := newServer(t)
-	sb := create(t, srv, `{}`)
-	c := processconnect.NewProcessClient(http.DefaultClient, srv.URL+"/e2b")
-	for i := 0; i < 40; i++ {
-		out, _, end := run(t, c, sb, false, "echo", "at-once")
-		if out != "at-once\n" || end.GetExitCode() != 0 {
-			t.Fatalf("run %d: Start = %q %v, want at-once, exit 0", i, out, end)
-		}
-	}
-}
