@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -22,6 +21,10 @@ type ProcessRequest struct {
 	Env  map[string]string `json:"env,omitempty"`
 	Pty  *PtySize          `json:"pty,omitempty"`
 	Tag  string            `json:"tag,omitempty"`
+	// NoStdin starts it with no input (/dev/null, as an exec without
+	// stdin): WriteStdin is then refused. Without a pty only; not part
+	// of the HTTP route (a door that offers it, E2B's, sets it).
+	NoStdin bool `json:"-"`
 }
 
 // PtySize is a terminal's size in characters.
@@ -105,6 +108,8 @@ func (s *Service) startProcess(ctx context.Context, id string, req ProcessReques
 	}
 	if req.Pty != nil {
 		step.Pty = &backend.Terminal{Cols: req.Pty.Cols, Rows: req.Pty.Rows, Term: "xterm"}
+	} else if req.NoStdin {
+		step.Stdin, pc.stdin = nil, nil
 	}
 	started := make(chan struct{})
 	step.Started = func(runID string, p backend.Process) {
@@ -261,6 +266,9 @@ func (s *Service) WriteStdin(ctx context.Context, id string, pid int, data []byt
 	if err != nil {
 		return err
 	}
+	if pc.stdin == nil {
+		return job.Errorf(job.CodeInvalidRequest, "process %d was started without input", pid).With("id", id).With("pid", pid)
+	}
 	if len(data) > 0 {
 		wrote := make(chan error, 1)
 		go func() {
@@ -342,12 +350,4 @@ func (s *Service) ResizeProcess(id string, pid int, size PtySize) error {
 		return job.Wrap(job.CodeInternal, err, "cannot resize the terminal")
 	}
 	return nil
-}
-
-// IsProcessExited reports whether err is a call's refusal because its
-// process has exited (session.not_running, details.state exited): a
-// door that only meant to end the process's input may ignore it.
-func IsProcessExited(err error) bool {
-	var jerr *job.Error
-	return errors.As(err, &jerr) && jerr.Code == job.CodeSessionNotRunning && jerr.Details["state"] == ProcessExited
 }

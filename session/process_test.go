@@ -133,15 +133,6 @@ func TestProcessExitCode(t *testing.T) {
 	if last.Type != "exit" || !ok || end.ExitCode == nil || *end.ExitCode != 3 || end.Status != job.StatusFailed {
 		t.Fatalf("last event = %s %+v; want exit with exit code 3, failed", last.Type, last.Data)
 	}
-	// Its input cannot be ended any more: IsProcessExited says why (a
-	// door closing the input of a process that ended at once ignores it).
-	err = f.s.WriteStdin(context.Background(), id, info.PID, nil, true)
-	if !session.IsProcessExited(err) {
-		t.Fatalf("WriteStdin(eof) after the exit = %v; want IsProcessExited", err)
-	}
-	if session.IsProcessExited(job.Errorf(job.CodeSessionNotRunning, "sandbox paused")) {
-		t.Fatal("IsProcessExited of a paused sandbox's refusal = true")
-	}
 }
 
 // TestProcessPolicyDenied: the sandbox's policy holds at a process's
@@ -240,4 +231,27 @@ func TestProcessLimit(t *testing.T) {
 	if _, err := f.s.StartProcess(ctx, id, session.ProcessRequest{Argv: []string{"true"}}); err != nil {
 		t.Errorf("a start after one ended = %v; want it started", err)
 	}
+}
+
+// TestProcessWithoutStdin: a process started with NoStdin reads end of
+// input at once (cat ends 0 without anyone closing its input), and a
+// write to its input is refused.
+func TestProcessWithoutStdin(t *testing.T) {
+	f := newFixture(t, "local_process", nil)
+	id := f.create(t, session.CreateRequest{}).ID
+	info, err := f.s.StartProcess(context.Background(), id, session.ProcessRequest{Argv: []string{"cat"}, NoStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := follow(t, f, id, info.PID, 0)
+	end, ok := evs[len(evs)-1].Data.(session.ProcessInfo)
+	if !ok || end.ExitCode == nil || *end.ExitCode != 0 {
+		t.Fatalf("cat without input ended %+v; want exit 0", evs[len(evs)-1].Data)
+	}
+	info, err = f.s.StartProcess(context.Background(), id, session.ProcessRequest{Argv: []string{"sleep", "30"}, NoStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.s.WriteStdin(context.Background(), id, info.PID, []byte("x"), true)
+	wantCode(t, "WriteStdin to a process without input", err, job.CodeInvalidRequest)
 }

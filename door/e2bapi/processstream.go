@@ -34,16 +34,11 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	if err != nil {
 		return rpcError(err)
 	}
+	// envd gives a process no input unless asked.
+	preq.NoStdin = req.Msg.Stdin != nil && !req.Msg.GetStdin()
 	info, err := p.d.cfg.Sessions.StartProcess(ctx, id, preq)
 	if err != nil {
 		return rpcError(err)
-	}
-	if req.Msg.Stdin != nil && !req.Msg.GetStdin() && req.Msg.Pty == nil {
-		// envd gives a process no input unless asked. One that already
-		// exited needs none (its output and end are still followed).
-		if err := p.d.cfg.Sessions.WriteStdin(ctx, id, info.PID, nil, true); err != nil && !session.IsProcessExited(err) {
-			return rpcError(err)
-		}
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		p.killAt(id, info, deadline)
