@@ -12,9 +12,9 @@
 // WriteWorkspaceFile: the safecopy rules), Pause and Resume it, and
 // Delete it. Such a backend's Run is Create, one Start and Wait, Delete.
 // Its sandboxes may also offer SandboxFiles (sandboxfiles.go: stat,
-// listings, ranged reads, removal, moves), which a backend whose
-// workspace the host reaches as a directory implements with
-// WorkspaceDir. They may offer PortDialer (ports.go): a connection to a
+// listings, ranged reads, removal, moves, directory creation), which a
+// backend whose workspace the host reaches as a directory implements
+// with WorkspaceDir. They may offer PortDialer (ports.go): a connection to a
 // server listening on the sandbox's own loopback.
 package backend
 
